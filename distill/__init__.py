@@ -1,0 +1,1 @@
+"""kinedistill.distill (see README)."""

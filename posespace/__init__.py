@@ -1,0 +1,1 @@
+"""kinedistill.posespace (see README)."""

@@ -1,0 +1,83 @@
+"""One entry point for every source of rigs and motions: glTF, BVH, UsdSkel stages, procedural characters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sim import Motion, Rig
+
+from .errors import InputError
+
+__all__ = ["PROCEDURAL_PREFIX", "Asset", "load_asset"]
+
+PROCEDURAL_PREFIX = "procedural:"
+
+
+@dataclass
+class Asset:
+    """A rig and its named motion clips, in the toolkit's frame (SI metres, Z-up).
+
+    Attributes:
+        rig: the character (skeleton and, when the source has one, skinned meshes).
+        clips: motion clips by name, in source order; the first is the default.
+        source: where it came from (a path or ``procedural:NAME``).
+        source_meters_per_unit: the source's length unit [m] (1.0 for glTF; the chosen scale for BVH).
+    """
+
+    rig: Rig
+    clips: dict[str, Motion] = field(default_factory=dict)
+    source: str = ""
+    source_meters_per_unit: float = 1.0
+
+    def clip(self, name: str | None = None) -> Motion:
+        """The clip called ``name`` (the first clip when None); KeyError listing the available clips otherwise."""
+        if not self.clips:
+            raise KeyError(f"{self.source}: has no animation clips")
+        if name is None:
+            return next(iter(self.clips.values()))
+        if name not in self.clips:
+            raise KeyError(f"{self.source}: no clip {name!r}; available: {', '.join(self.clips)}")
+        return self.clips[name]
+
+
+def load_asset(source: str | Path, **options) -> Asset:
+    """Reads a rig and its clips from ``source``.
+
+    Args:
+        source: a ``.gltf``/``.glb``, ``.bvh`` or ``.usd``/``.usda``/``.usdc`` file, or ``procedural:NAME``
+            (see :func:`sim.characters.procedural_asset_names`).
+        **options: passed to the reader (e.g. ``meters_per_unit`` for BVH).
+
+    Raises:
+        InputError: unreadable or malformed file, unknown format (the message names file and field).
+    """
+    text = str(source)
+    if text.startswith(PROCEDURAL_PREFIX):
+        from sim import characters
+
+        name = text[len(PROCEDURAL_PREFIX) :]
+        try:
+            rig, clips = characters.build(name, **options)
+        except KeyError as e:
+            raise InputError(text, "name", str(e.args[0])) from None
+        return Asset(rig, clips, text, 1.0)
+    path = Path(source)
+    if not path.is_file():
+        raise InputError(path, "path", "no such file")
+    suffix = path.suffix.lower()
+    if suffix in (".gltf", ".glb"):
+        from ._gltf import read_gltf
+
+        return read_gltf(path, **options)
+    if suffix == ".bvh":
+        from ._bvh import read_bvh
+
+        return read_bvh(path, **options)
+    if suffix in (".usd", ".usda", ".usdc"):
+        from ._usdskel_read import read_usdskel
+
+        return read_usdskel(path, **options)
+    raise InputError(
+        path, "extension", f"unsupported format {suffix!r} (expected .gltf, .glb, .bvh, .usd, .usda, .usdc)"
+    )
