@@ -302,7 +302,7 @@ class Rig:
 
 
 def _check_tree(parents: np.ndarray, names: tuple[str, ...]) -> None:
-    """Single root at index 0, every parent listed before its child (which also rules out cycles)."""
+    """Single root, every parent listed before its child (so the root is joint 0 and there is no cycle)."""
     count = len(parents)
     roots = np.flatnonzero(parents < 0)
     if len(roots) == 0:
@@ -329,5 +329,3 @@ def _check_tree(parents: np.ndarray, names: tuple[str, ...]) -> None:
                 f"parents[{j}] = {p}: joint {names[j]!r} is listed before its parent {names[p]!r}"
                 " (joints must be in parents-first order)"
             )
-    if roots[0] != 0:
-        raise RigError(f"parents: root joint {names[roots[0]]!r} must be listed first")

@@ -1,0 +1,176 @@
+"""Warp FK and LBS: forward against the slow NumPy reference, gradients against finite differences."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import warp as wp
+
+import sim
+from sim._reference import fk_reference, lbs_normals_reference, lbs_reference
+from sim.rotations import quat_normalize, quat_to_matrix, transform_matrix
+
+FWD_TOL_F64 = 1e-11
+FWD_TOL_F32 = 2e-5
+FD_STEP = 1e-6
+FD_TOL = 1e-6  # float64 central differences
+PARENTS = [-1, 0, 1, 1, 3, 0]
+
+
+def make_rig(rng, vertex_count=24, influences=3, scale=1.3):
+    """A branching 6-joint rig whose bind pose differs from its rest pose and whose IBMs carry a uniform scale."""
+    count = len(PARENTS)
+    rig = sim.Rig([f"j{i}" for i in range(count)], PARENTS, rng.normal(size=(count, 3)),
+                  quat_normalize(rng.normal(size=(count, 4))))  # fmt: skip
+    bind = transform_matrix(rng.normal(size=(count, 3)), quat_normalize(rng.normal(size=(count, 4))))
+    ibm = np.diag([scale, scale, scale, 1.0]) @ np.linalg.inv(bind)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sim.RigWarning)
+        points = rng.normal(size=(vertex_count, 3))
+        # a closed-ish surface: triangles of a random fan so normals are well defined
+        tris = np.array([[0, i, i + 1] for i in range(1, vertex_count - 1)])
+        mesh = sim.SkinnedMesh("m", points, tris, rng.integers(0, count, (vertex_count, influences)),
+                               rng.random((vertex_count, influences)) + 0.1, joint_count=count)  # fmt: skip
+    return sim.Rig(rig.joint_names, PARENTS, rig.rest_translations, rig.rest_rotations, ibm, [mesh])
+
+
+def random_motion(rng, rig, frames=3):
+    return sim.Motion(30, rng.normal(size=(frames, 3)), quat_normalize(rng.normal(size=(frames, rig.joint_count, 4))))
+
+
+@pytest.mark.parametrize(("precision", "tol"), [("float64", FWD_TOL_F64), ("float32", FWD_TOL_F32)])
+def test_forward_matches_reference(rng, precision, tol):
+    rig = make_rig(rng)
+    motion = random_motion(rng, rig, frames=4)
+    ref_world = fk_reference(rig.parents, motion.local_translations(rig), motion.rotations)
+    pos, rot = sim.pose_motion(rig, motion, precision=precision)
+    np.testing.assert_allclose(pos, ref_world[..., :3, 3], atol=tol * 10)
+    np.testing.assert_allclose(quat_to_matrix(rot), ref_world[..., :3, :3], atol=tol)
+    points, normals = sim.skin_motion(rig, motion, precision=precision)
+    mesh = rig.meshes[0]
+    np.testing.assert_allclose(points, lbs_reference(rig, mesh, ref_world), atol=tol * 30)
+    np.testing.assert_allclose(normals, lbs_normals_reference(rig, mesh, ref_world), atol=tol * 30)
+
+
+def test_bind_pose_reproduces_mesh(rng):
+    """With IBM = inverse rest world, the rest pose skins every vertex to its bind position."""
+    r = make_rig(rng)
+    rig = sim.Rig(r.joint_names, r.parents, r.rest_translations, r.rest_rotations, None, r.meshes)
+    points, normals = sim.skin_motion(rig, sim.Motion.rest(rig, 2))
+    np.testing.assert_allclose(points[1], rig.meshes[0].points, atol=FWD_TOL_F64)
+    np.testing.assert_allclose(normals[0], rig.meshes[0].vertex_normals(), atol=FWD_TOL_F64)
+
+
+def _loss_and_tape(arrays, lt_np, lq_np, cp, cn):
+    lt = wp.array(lt_np, dtype=wp.vec3d, requires_grad=True)
+    lq = wp.array(lq_np, dtype=wp.quatd, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        world = sim.forward_kinematics(arrays, lt, lq)
+        points, normals = sim.skin(arrays, world)
+    value = float(np.sum(cp * points.numpy()) + np.sum(cn * normals.numpy()))
+    return value, tape, lt, lq, points, normals
+
+
+def test_warp_tape_gradients_match_finite_differences(rng):
+    """d/d(local translations, local quaternions) of a random linear functional of skinned points and normals."""
+    rig = make_rig(rng, vertex_count=12)
+    arrays = sim.RigArrays(rig, "cpu", "float64")
+    n, J, V = 2, rig.joint_count, arrays.vertex_count
+    lt_np = rng.normal(size=(n, J, 3))
+    lq_np = quat_normalize(rng.normal(size=(n, J, 4)))
+    cp, cn = rng.normal(size=(n, V, 3)), rng.normal(size=(n, V, 3))
+
+    _, tape, lt, lq, points, normals = _loss_and_tape(arrays, lt_np, lq_np, cp, cn)
+    tape.backward(grads={points: wp.array(cp, dtype=wp.vec3d), normals: wp.array(cn, dtype=wp.vec3d)})
+    grads = {"t": lt.grad.numpy().copy(), "q": lq.grad.numpy().copy()}
+
+    for key, base in (("t", lt_np), ("q", lq_np)):
+        fd = np.zeros_like(base)
+        for idx in np.ndindex(base.shape):
+            values = []
+            for sign in (1.0, -1.0):
+                x = base.copy()
+                x[idx] += sign * FD_STEP
+                args = (x, lq_np) if key == "t" else (lt_np, x)
+                values.append(_loss_and_tape(arrays, *args, cp, cn)[0])
+            fd[idx] = (values[0] - values[1]) / (2 * FD_STEP)
+        np.testing.assert_allclose(grads[key], fd, atol=FD_TOL * max(1.0, np.abs(fd).max()), err_msg=key)
+
+
+def test_kernel_inputs_are_validated(rng):
+    rig = make_rig(rng)
+    arrays = sim.RigArrays(rig, "cpu", "float32")
+    good_t = wp.zeros((2, rig.joint_count), dtype=wp.vec3)
+    good_q = wp.zeros((2, rig.joint_count), dtype=wp.quat)
+    with pytest.raises(ValueError, match="local_rotations: expected dtype quatf"):
+        sim.forward_kinematics(arrays, good_t, wp.zeros((2, rig.joint_count), dtype=wp.quatd))
+    with pytest.raises(ValueError, match=r"local_rotations: expected shape \(2, 6\)"):
+        sim.forward_kinematics(arrays, good_t, wp.zeros((3, rig.joint_count), dtype=wp.quat))
+    with pytest.raises(ValueError, match="world: expected shape"):
+        sim.skin(arrays, wp.zeros((2, 2), dtype=wp.transform))
+    with pytest.raises(ValueError, match="precision must be"):
+        sim.RigArrays(rig, "cpu", "float16")
+    sim.forward_kinematics(arrays, good_t, good_q)  # the valid call goes through
+
+
+torch = pytest.importorskip("torch")
+
+
+def test_torch_ops_gradcheck(rng):
+    from sim.torch_ops import TorchRig, rot6d_to_quat
+
+    rig = make_rig(rng, vertex_count=10)
+    trig = TorchRig(rig, dtype=torch.float64)
+    root = torch.tensor(rng.normal(size=(2, 3)), requires_grad=True)
+    r6 = torch.tensor(rng.normal(size=(2, rig.joint_count, 6)), requires_grad=True)
+    quats = torch.tensor(rng.normal(size=(2, rig.joint_count, 4)), requires_grad=True)
+    trans = torch.tensor(rng.normal(size=(2, rig.joint_count, 3)), requires_grad=True)
+
+    assert torch.autograd.gradcheck(lambda r, q: trig.forward_kinematics(r, q), (root, quats), atol=1e-6)
+    assert torch.autograd.gradcheck(lambda r, q, t: trig.forward_kinematics(r, q, t), (root, quats, trans), atol=1e-6)
+    world = trig.forward_kinematics(root, quats).detach().requires_grad_()
+    assert torch.autograd.gradcheck(trig.skin, (world,), atol=1e-6)
+    assert torch.autograd.gradcheck(lambda r, d: trig.skin(trig.forward_kinematics(r, rot6d_to_quat(d))),
+                                    (root, r6), atol=1e-6)  # fmt: skip
+
+
+def test_torch_ops_match_numpy_with_batch_dims(rng):
+    from sim.torch_ops import TorchRig
+
+    rig = make_rig(rng)
+    motion = random_motion(rng, rig, frames=6)
+    trig = TorchRig(rig, dtype=torch.float32)
+    root = torch.tensor(motion.root_translations, dtype=torch.float32).reshape(2, 3, 3)
+    rot = torch.tensor(motion.rotations, dtype=torch.float32).reshape(2, 3, rig.joint_count, 4)
+    points, normals = trig.skin(trig.forward_kinematics(root, rot))
+    ref_points, ref_normals = sim.skin_motion(rig, motion)
+    assert points.shape == (2, 3, rig.meshes[0].vertex_count, 3)
+    np.testing.assert_allclose(points.reshape(6, -1, 3).numpy(), ref_points, atol=1e-4)
+    np.testing.assert_allclose(normals.reshape(6, -1, 3).numpy(), ref_normals, atol=1e-4)
+    with pytest.raises(ValueError, match="rotations: expected shape"):
+        trig.forward_kinematics(root, rot[..., :3])
+    with pytest.raises(ValueError, match="expected torch.float32"):
+        trig.forward_kinematics(root.double(), rot.double())
+
+
+def test_torch_rotation_helpers_match_numpy(rng):
+    from sim import rotations as R
+    from sim import torch_ops as T
+
+    q = R.quat_normalize(rng.normal(size=(50, 4)))
+    tq = torch.tensor(q)
+    np.testing.assert_allclose(T.quat_to_matrix(tq).numpy(), R.quat_to_matrix(q), atol=1e-12)
+    np.testing.assert_allclose(T.rot6d_to_quat(T.quat_to_rot6d(tq)).numpy(), q, atol=1e-10)
+    d6 = rng.normal(size=(50, 6))
+    np.testing.assert_allclose(T.rot6d_to_matrix(torch.tensor(d6)).numpy(), R.rot6d_to_matrix(d6), atol=1e-12)
+    aa = rng.normal(size=(50, 3))
+    np.testing.assert_allclose(T.axis_angle_to_quat(torch.tensor(aa)).numpy(), R.axis_angle_to_quat(aa), atol=1e-12)
+    a, b = R.quat_normalize(rng.normal(size=(2, 50, 4)))
+    np.testing.assert_allclose(
+        T.quat_multiply(torch.tensor(a), torch.tensor(b)).numpy(), R.quat_multiply(a, b), atol=1e-12
+    )
+    v = rng.normal(size=(50, 3))
+    np.testing.assert_allclose(T.quat_rotate(torch.tensor(a), torch.tensor(v)).numpy(), R.quat_rotate(a, v), atol=1e-12)

@@ -1,0 +1,119 @@
+"""Rig / SkinnedMesh / Motion construction: validation and repair."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim import Motion, Rig, RigError, RigWarning, SkinnedMesh
+from sim.rotations import axis_angle_to_quat, quat_identity
+
+
+def chain_rig(count=3, **kw):
+    t = np.zeros((count, 3))
+    t[1:, 2] = 1.0
+    return Rig([f"j{i}" for i in range(count)], [-1, *range(count - 1)], t, quat_identity((count,)), **kw)
+
+
+def tri_mesh(joints, weights, count=3):
+    return SkinnedMesh("m", np.eye(3), [[0, 1, 2]], joints, weights, joint_count=count)
+
+
+def test_rest_world_and_bind():
+    rot = np.stack([axis_angle_to_quat([0, 0, np.pi / 2])] + [quat_identity()] * 2)
+    t = np.array([[1.0, 0, 0], [1.0, 0, 0], [0, 2.0, 0]])
+    rig = Rig(["a", "b", "c"], [-1, 0, 1], t, rot)
+    pos, _ = rig.rest_world_transforms()
+    # root rotated 90 deg about z: child's +x offset becomes +y
+    np.testing.assert_allclose(pos, [[1, 0, 0], [1, 1, 0], [-1, 1, 0]], atol=1e-12)
+    np.testing.assert_allclose(rig.bind_world_matrices(), rig.rest_world_matrices(), atol=1e-12)
+    np.testing.assert_allclose(rig.bone_lengths(), [0, 1, 2])
+    assert rig.depths().tolist() == [0, 1, 2]
+    assert rig.children() == [[1], [2], []]
+
+
+@pytest.mark.parametrize(
+    ("parents", "message"),
+    [
+        ([-1, 0, -1], "several root joints"),
+        ([1, 2, 0], "no root joint"),
+        ([-1, 2, 0], "listed before its parent"),
+        ([-1, 2, 1], "cycle"),
+        ([-1, 1, 0], "its own parent"),
+        ([1, -1, 1], "listed before its parent"),
+        ([-1, 0, 7], "out of range"),
+    ],
+)
+def test_bad_trees_are_rejected(parents, message):
+    with pytest.raises(RigError, match=message):
+        Rig(["a", "b", "c"], parents, np.zeros((3, 3)), quat_identity((3,)))
+
+
+def test_bad_fields_are_named():
+    with pytest.raises(RigError, match="rest_translations: expected shape"):
+        Rig(["a", "b"], [-1, 0], np.zeros((3, 3)), quat_identity((2,)))
+    with pytest.raises(RigError, match=r"rest_translations: non-finite value at index \(1, 2\)"):
+        Rig(["a", "b"], [-1, 0], [[0, 0, 0], [0, 0, np.nan]], quat_identity((2,)))
+    with pytest.raises(RigError, match="duplicate joint name 'a'"):
+        Rig(["a", "a"], [-1, 0], np.zeros((2, 3)), quat_identity((2,)))
+    with pytest.raises(RigError, match="rest_rotations: zero-length"):
+        Rig(["a"], [-1], np.zeros((1, 3)), np.zeros((1, 4)))
+
+
+def test_mesh_validation():
+    with pytest.raises(RigError, match="references a joint outside"):
+        tri_mesh([[0], [1], [5]], [[1.0], [1.0], [1.0]])
+    with pytest.raises(RigError, match="NaN weight at vertex 1"):
+        tri_mesh([[0], [1], [2]], [[1.0], [np.nan], [1.0]])
+    with pytest.raises(RigError, match="all weights zero at vertex 2"):
+        tri_mesh([[0], [1], [2]], [[1.0], [1.0], [0.0]])
+    with pytest.raises(RigError, match="negative weight"):
+        tri_mesh([[0, 1], [1, 2], [2, 0]], [[1.2, -0.2], [1, 0], [1, 0]])
+    with pytest.raises(RigError, match="triangles: vertex index out of range"):
+        SkinnedMesh("m", np.eye(3), [[0, 1, 3]], [[0], [0], [0]], [[1.0], [1.0], [1.0]])
+    with pytest.raises(RigError, match=r"must both be \(vertex_count=3, K\)"):
+        tri_mesh([[0, 1], [1, 2], [2, 0]], [[1.0], [1.0], [1.0]])
+    # a mesh referencing a joint the rig does not have
+    mesh = SkinnedMesh("m", np.eye(3), [[0, 1, 2]], [[0], [1], [4]], [[1.0], [1.0], [1.0]])
+    with pytest.raises(RigError, match="index 4 >= 3 joints"):
+        chain_rig(meshes=[mesh])
+
+
+def test_weights_renormalized_with_warning_and_padding_ignored():
+    with pytest.warns(RigWarning, match="1 vertices have weights not summing to 1"):
+        mesh = tri_mesh([[0, 1], [1, 99], [2, 0]], [[0.5, 0.5], [1.0, 0.0], [1.5, 0.5]])
+    np.testing.assert_allclose(mesh.influence_weights.sum(axis=1), 1.0)
+    np.testing.assert_allclose(mesh.influence_weights[2], [0.75, 0.25])
+    assert mesh.influence_joints[1, 1] == 0  # zero-weight padding index 99 is harmless
+
+
+def test_merged_mesh_keeps_order_and_pads():
+    a = SkinnedMesh("a", np.eye(3), [[0, 1, 2]], [[0], [1], [2]], [[1.0]] * 3)
+    b = SkinnedMesh("b", np.eye(3) * 2, [[0, 2, 1]], [[0, 1], [1, 2], [2, 0]], [[0.5, 0.5]] * 3)
+    merged = chain_rig(meshes=[a, b]).merged_mesh()
+    np.testing.assert_allclose(merged.points, np.concatenate([np.eye(3), 2 * np.eye(3)]))
+    assert merged.triangles.tolist() == [[0, 1, 2], [3, 5, 4]]
+    assert merged.influence_count == 2
+    np.testing.assert_allclose(merged.influence_weights[:3], [[1, 0]] * 3)
+
+
+def test_motion_validation_and_sampling():
+    rig = chain_rig()
+    rot = np.broadcast_to(quat_identity((3,)), (4, 3, 4))
+    with pytest.raises(RigError, match="root_translations: expected shape"):
+        Motion(30, np.zeros((3, 3)), rot)
+    with pytest.raises(RigError, match="times: must be strictly increasing"):
+        Motion(30, np.zeros((4, 3)), rot, times=[0, 1, 1, 2])
+    with pytest.raises(RigError, match="fps: must be a positive"):
+        Motion(0, np.zeros((4, 3)), rot)
+    m = Motion(10, np.arange(12.0).reshape(4, 3), rot)
+    assert m.is_uniform() and m.duration == pytest.approx(0.3)
+    half = m.sample([0.05])
+    np.testing.assert_allclose(half.root_translations, [[1.5, 2.5, 3.5]])
+    np.testing.assert_allclose(m.resample(20).root_translations[1], [1.5, 2.5, 3.5])
+    with pytest.raises(RigError, match="has 2 joints but rig"):
+        Motion(10, np.zeros((1, 3)), quat_identity((1, 2))).check_rig(rig)
+    # local translations: rest for non-root joints, root replaced
+    lt = m.local_translations(rig)
+    np.testing.assert_allclose(lt[:, 1:], np.broadcast_to(rig.rest_translations[1:], (4, 2, 3)))
+    np.testing.assert_allclose(lt[:, 0], m.root_translations)
