@@ -49,10 +49,8 @@ def main(cfg: ConvertConfig) -> int:
         return 2
     rig = asset.rig
     vertices = sum(m.vertex_count for m in rig.meshes)
-    print(
-        f"wrote {cfg.output}: rig {rig.name!r} ({rig.joint_count} joints, {len(rig.meshes)} meshes, {vertices} vertices),"
-        f" clips: {', '.join(f'{c.name} ({c.frame_count} keys)' for c in clips) or 'none'}"
-    )
+    listed = ", ".join(f"{c.name} ({c.frame_count} keys)" for c in clips) or "none"
+    print(f"wrote {cfg.output}: rig {rig.name!r} ({rig.joint_count} joints, {vertices} vertices), clips: {listed}")
     return 0
 
 
