@@ -1,0 +1,563 @@
+"""UsdSkel export/import: round trips, Pixar's UsdSkel skinning as the reference, validators, atomicity, bad input."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+import sim
+from sim import Motion, Rig, RigError, SkinnedMesh
+from sim.rotations import axis_angle_to_quat, quat_multiply, transform_matrix
+from usd_io import (
+    InputError,
+    UsdSkelWarning,
+    load_asset,
+    read_usdskel,
+    validate_stage,
+    validation_issues,
+    write_usdskel,
+)
+
+pxr = pytest.importorskip("pxr")
+from pxr import Gf, Sdf, Usd, UsdGeom, UsdSkel, Vt  # noqa: E402
+
+pytestmark = pytest.mark.usd
+
+FLOAT32_ATOL = 2e-6
+"""Values that pass through float32 (points, translations [m], weights, quaternions) agree to this."""
+MATRIX_ATOL = 1e-10
+"""Matrices written as matrix4d (rest and bind transforms) agree to this."""
+TIME_ATOL = 1e-9
+"""Times [s] and time codes survive the time-code mapping to this."""
+SKINNING_RTOL = 1e-5
+"""Our skinning vs Pixar's UsdSkel, as a fraction of the rig height."""
+
+
+# -- test rigs --------------------------------------------------------------------------------------------------
+def _tube(z0, z1, center, radius, rings, segments):
+    zs = np.linspace(z0, z1, rings)
+    ang = 2 * np.pi * np.arange(segments) / segments
+    pts = np.array([[center[0] + radius * np.cos(a), center[1] + radius * np.sin(a), z] for z in zs for a in ang])
+    tris = []
+    for i in range(rings - 1):
+        for k in range(segments):
+            a, b = i * segments + k, i * segments + (k + 1) % segments
+            tris += [[a, b, b + segments], [a, b + segments, a + segments]]
+    return pts, np.array(tris)
+
+
+def make_rig() -> Rig:
+    """A little tree (hips-spine-chest with head and two arms) with a bind pose that differs from the rest pose
+    (one inverse bind matrix carries a uniform scale), a tube body skinned with 4 influences (some padded), and a
+    box on an arm with 2 influences. Names need sanitizing for USD."""
+    names = ["hips", "spine", "chest", "arm:L", "arm R", "head.001"]
+    parents = [-1, 0, 1, 2, 2, 2]
+    rest_t = np.array([[0.1, -0.2, 0.9], [0, 0, 0.2], [0, 0.01, 0.25], [0.2, 0, 0.15], [-0.2, 0, 0.15], [0, 0, 0.3]])
+    rest_q = axis_angle_to_quat([[0, 0, 0.3], [0.1, 0, 0], [0, 0.1, 0], [0, 0.4, 0], [0, -0.4, 0], [0.05, 0, 0.1]])
+    rest = Rig(names, parents, rest_t, rest_q)
+    world = rest.rest_world_matrices()
+    wiggle = transform_matrix(np.array([0.01, 0, -0.02]), axis_angle_to_quat(np.array([0.05, -0.03, 0.02])))
+    bind = world @ wiggle
+    bind[4, :3, :3] *= 1.1  # a uniform scale in one inverse bind matrix
+    ibm = np.linalg.inv(bind)
+
+    pos = world[:, :3, 3]
+    body_pts, body_tris = _tube(pos[0, 2] - 0.05, pos[5, 2] + 0.1, pos[0, :2], 0.08, 7, 10)
+    d = np.linalg.norm(body_pts[:, None, :] - pos[None, [0, 1, 2, 5], :], axis=-1)
+    body_w = np.exp(-((d / 0.12) ** 2))
+    body_w /= body_w.sum(1, keepdims=True)
+    body_j = np.tile([0, 1, 2, 5], (len(body_pts), 1))
+    body_w[:10, 3] = 0.0  # bottom ring: padded fourth influence
+    body_w[:10] /= body_w[:10].sum(1, keepdims=True)
+    body = SkinnedMesh("body", body_pts, body_tris, body_j, body_w, joint_count=6)
+
+    c = pos[3]
+    box_pts = c + 0.05 * np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)])
+    box_tris = [[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1]]
+    box_w = np.stack([np.linspace(0.2, 0.9, 8), 1 - np.linspace(0.2, 0.9, 8)], axis=1)
+    box = SkinnedMesh("arm box.001", box_pts, box_tris, np.tile([3, 2], (8, 1)), box_w, joint_count=6)
+    return Rig(names, parents, rest_t, rest_q, ibm, [body, box], name="test rig")
+
+
+def make_clips(rig: Rig) -> list[Motion]:
+    """Two clips with non-uniform key times: one with per-joint translations, one without."""
+    rng = np.random.default_rng(7)
+    j = rig.joint_count
+    times_a = np.array([0.0, 0.1, 0.25, 0.3, 0.7])
+    rot_a = quat_multiply(rig.rest_rotations, axis_angle_to_quat(rng.normal(scale=0.4, size=(5, j, 3))))
+    trans_a = rig.rest_translations + rng.normal(scale=0.02, size=(5, j, 3))
+    walk = Motion(30.0, trans_a[:, 0], rot_a, trans_a, times=times_a, name="walk/cycle")
+    times_b = np.array([0.0, 1 / 24, 0.2, 0.5])
+    rot_b = axis_angle_to_quat(rng.normal(scale=0.5, size=(4, j, 3)))
+    root_b = rig.rest_translations[0] + rng.normal(scale=0.1, size=(4, 3))
+    idle = Motion(24.0, root_b, rot_b, times=times_b, name="idle")
+    return [walk, idle]
+
+
+@pytest.fixture(scope="module")
+def rig() -> Rig:
+    return make_rig()
+
+
+@pytest.fixture(scope="module")
+def clips(rig) -> list[Motion]:
+    return make_clips(rig)
+
+
+# -- references -----------------------------------------------------------------------------------------------
+def pixar_skinning(path):
+    """Pixar's UsdSkel skinning of every bound mesh at every authored time sample of the bound animation.
+
+    Returns:
+        time codes (F,), {mesh prim name: skeleton-space points (F, V, 3)}, skeleton local-to-world (4, 4) in
+        USD's row-vector convention.
+    """
+    stage = Usd.Stage.Open(str(path))
+    root = UsdSkel.Root(stage.GetDefaultPrim())
+    cache = UsdSkel.Cache()
+    cache.Populate(root, Usd.TraverseInstanceProxies())
+    (binding,) = cache.ComputeSkelBindings(root, Usd.TraverseInstanceProxies())
+    skel_query = cache.GetSkelQuery(binding.GetSkeleton())
+    codes = list(skel_query.GetAnimQuery().GetJointTransformTimeSamples())
+    out = {}
+    for query in binding.GetSkinningTargets():
+        points_attr = UsdGeom.Mesh(query.GetPrim()).GetPointsAttr()
+        frames = []
+        for code in codes:
+            xforms = skel_query.ComputeSkinningTransforms(code)
+            points = points_attr.Get()
+            assert query.ComputeSkinnedPoints(xforms, points, code)
+            frames.append(np.array(points, dtype=np.float64))
+        out[query.GetPrim().GetName()] = np.stack(frames)
+    l2w = np.array(UsdGeom.Imageable(binding.GetSkeleton().GetPrim()).ComputeLocalToWorldTransform(0))
+    return np.array(codes), out, l2w
+
+
+def dense_weights(mesh: SkinnedMesh, joint_count: int) -> np.ndarray:
+    """(V, J) weight matrix: influences summed per joint (order-independent)."""
+    w = np.zeros((mesh.vertex_count, joint_count))
+    np.add.at(w, (np.arange(mesh.vertex_count)[:, None], mesh.influence_joints), mesh.influence_weights)
+    return w
+
+
+def assert_same_quats(actual, desired, atol):
+    """Quaternions equal up to sign."""
+    sign = np.sign(np.sum(actual * desired, axis=-1, keepdims=True))
+    np.testing.assert_allclose(actual * sign, desired, atol=atol)
+
+
+# -- (a) round trip -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("suffix", [".usda", ".usdc"])
+def test_round_trip(tmp_path, rig, clips, suffix):
+    path = tmp_path / f"rig{suffix}"
+    write_usdskel(path, rig, clips, time_codes_per_second=60.0, start_time_code=12.0)
+    asset = read_usdskel(path)
+    out = asset.rig
+    assert out.name == rig.name
+    assert out.joint_names == rig.joint_names
+    np.testing.assert_array_equal(out.parents, rig.parents)
+    np.testing.assert_allclose(out.rest_translations, rig.rest_translations, atol=MATRIX_ATOL)
+    assert_same_quats(out.rest_rotations, rig.rest_rotations, MATRIX_ATOL)
+    np.testing.assert_allclose(out.inverse_bind_matrices, rig.inverse_bind_matrices, atol=MATRIX_ATOL)
+    assert [m.name for m in out.meshes] == [m.name for m in rig.meshes]
+    for got, want in zip(out.meshes, rig.meshes):
+        np.testing.assert_allclose(got.points, want.points, atol=FLOAT32_ATOL)
+        np.testing.assert_array_equal(got.triangles, want.triangles)
+        assert got.influence_count == want.influence_count
+        np.testing.assert_allclose(
+            dense_weights(got, rig.joint_count), dense_weights(want, rig.joint_count), atol=FLOAT32_ATOL
+        )
+    assert list(asset.clips) == [c.name for c in clips]
+    for want in clips:
+        got = asset.clips[want.name]
+        assert got.fps == want.fps
+        np.testing.assert_allclose(got.times, want.times, atol=TIME_ATOL)
+        assert_same_quats(got.rotations, want.rotations, FLOAT32_ATOL)
+        np.testing.assert_allclose(got.root_translations, want.root_translations, atol=FLOAT32_ATOL)
+        np.testing.assert_allclose(got.local_translations(out), want.local_translations(rig), atol=FLOAT32_ATOL)
+    assert (asset.clips["idle"].translations is None) and (asset.clips["walk/cycle"].translations is not None)
+    # the dispatcher reaches the same reader
+    again = load_asset(path)
+    assert again.rig.joint_names == rig.joint_names and list(again.clips) == list(asset.clips)
+
+
+def test_stage_layout_and_metadata(tmp_path, rig, clips):
+    path = tmp_path / "rig.usda"
+    write_usdskel(path, rig, clips, bound_clip="idle", time_codes_per_second=48.0, start_time_code=-3.0,
+                  meters_per_unit=0.01)  # fmt: skip
+    stage = Usd.Stage.Open(str(path))
+    assert UsdGeom.GetStageUpAxis(stage) == "Z"
+    assert UsdGeom.GetStageMetersPerUnit(stage) == 0.01
+    assert stage.GetMetadata("kilogramsPerUnit") == 1.0
+    assert stage.GetTimeCodesPerSecond() == 48.0 and stage.GetFramesPerSecond() == 48.0
+    codes = np.concatenate([c.times * 48.0 - 3.0 for c in clips])
+    assert stage.GetStartTimeCode() == pytest.approx(codes.min())
+    assert stage.GetEndTimeCode() == pytest.approx(codes.max())
+    root = stage.GetDefaultPrim()
+    assert root.GetPath() == Sdf.Path("/test_rig") and root.IsA(UsdSkel.Root)
+    skel = UsdSkel.Skeleton(stage.GetPrimAtPath("/test_rig/Skeleton"))
+    assert list(skel.GetJointsAttr().Get()) == [
+        "hips", "hips/spine", "hips/spine/chest", "hips/spine/chest/arm_L", "hips/spine/chest/arm_R",
+        "hips/spine/chest/head_001",
+    ]  # fmt: skip
+    (source,) = UsdSkel.BindingAPI(skel.GetPrim()).GetAnimationSourceRel().GetTargets()
+    assert source == Sdf.Path("/test_rig/Animations/idle")
+    assert stage.GetPrimAtPath("/test_rig/Animations/walk_cycle").IsA(UsdSkel.Animation)
+    anim = UsdSkel.Animation(stage.GetPrimAtPath(source))
+    np.testing.assert_allclose(anim.GetRotationsAttr().GetTimeSamples(), clips[1].times * 48.0 - 3.0, atol=TIME_ATOL)
+    mesh = UsdGeom.Mesh(stage.GetPrimAtPath("/test_rig/arm_box_001"))
+    assert mesh.GetSubdivisionSchemeAttr().Get() == "none"
+    assert mesh.GetNormalsInterpolation() == "vertex"
+    # lengths are written in the stage unit (cm here) and read back in metres
+    np.testing.assert_allclose(np.array(mesh.GetPointsAttr().Get()), rig.meshes[1].points * 100, rtol=1e-6)
+    binding = UsdSkel.BindingAPI(mesh.GetPrim())
+    assert binding.GetJointWeightsPrimvar().GetElementSize() == 2
+    assert binding.GetJointWeightsPrimvar().GetInterpolation() == "vertex"
+    asset = read_usdskel(path)
+    assert asset.source_meters_per_unit == 0.01
+    assert list(asset.clips) == ["idle", "walk/cycle"]  # the bound clip first
+    np.testing.assert_allclose(asset.rig.rest_translations, rig.rest_translations, atol=MATRIX_ATOL)
+    np.testing.assert_allclose(asset.rig.meshes[1].points, rig.meshes[1].points, atol=FLOAT32_ATOL)
+    np.testing.assert_allclose(asset.clips["idle"].times, clips[1].times, atol=TIME_ATOL)
+
+
+def test_no_clips(tmp_path, rig):
+    path = tmp_path / "static.usd"
+    write_usdskel(path, rig)
+    stage = Usd.Stage.Open(str(path))
+    assert (stage.GetStartTimeCode(), stage.GetEndTimeCode()) == (0.0, 0.0)
+    asset = read_usdskel(path)
+    assert asset.clips == {}
+    assert validate_stage(path) == []
+
+
+# -- (b) Pixar's skinning -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bound", [0, 1])
+def test_skinning_matches_pixar(tmp_path, rig, clips, bound):
+    path = tmp_path / "rig.usdc"
+    tcps, start = 60.0, 5.0
+    write_usdskel(path, rig, clips, bound_clip=bound, time_codes_per_second=tcps, start_time_code=start)
+    codes, pixar, l2w = pixar_skinning(path)
+    clip = clips[bound]
+    np.testing.assert_allclose(codes, clip.times * tcps + start, atol=TIME_ATOL)
+    np.testing.assert_allclose(l2w, np.eye(4))
+    tol = SKINNING_RTOL * rig.height()
+    for mesh, prim_name in zip(rig.meshes, ["body", "arm_box_001"]):
+        ours, _ = sim.skin_motion(rig, clip, mesh=mesh)
+        np.testing.assert_allclose(ours, pixar[prim_name], atol=tol)
+
+
+def test_read_converts_y_up_units_and_skeleton_transform(tmp_path, rig, clips):
+    """A centimetre, Y-up stage whose Skeleton prim is moved, rotated and uniformly scaled: our skinning of the
+    imported asset matches Pixar's world-space result converted to metres and Z-up by hand."""
+    path = tmp_path / "yup.usda"
+    write_usdskel(path, rig, clips, meters_per_unit=0.01)
+    stage = Usd.Stage.Open(str(path))
+    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.y)
+    xform = UsdGeom.Xformable(stage.GetPrimAtPath("/test_rig/Skeleton"))
+    xform.AddTranslateOp().Set(Gf.Vec3d(30.0, -20.0, 50.0))
+    xform.AddRotateXYZOp().Set(Gf.Vec3f(10.0, 20.0, 30.0))
+    xform.AddScaleOp().Set(Gf.Vec3f(2.0, 2.0, 2.0))
+    stage.Save()
+    codes, pixar, l2w = pixar_skinning(path)
+    np.testing.assert_allclose(codes, clips[0].times * clips[0].fps, atol=TIME_ATOL)
+    asset = read_usdskel(path)
+    y_to_z = np.array([[1.0, 0, 0], [0, 0, -1.0], [0, 1.0, 0]])  # (x, y, z) -> (x, -z, y)
+    clip = asset.clip()
+    assert clip.name == clips[0].name
+    tol = SKINNING_RTOL * asset.rig.height()
+    for mesh, prim_name in zip(asset.rig.meshes, ["body", "arm_box_001"]):
+        world = pixar[prim_name] @ l2w[:3, :3] + l2w[3, :3]
+        expected = 0.01 * world @ y_to_z.T
+        ours, _ = sim.skin_motion(asset.rig, clip, mesh=mesh)
+        np.testing.assert_allclose(ours, expected, atol=tol)
+    # the Skeleton prim's scale of 2 is folded into the lengths
+    np.testing.assert_allclose(asset.rig.bone_lengths(), 2 * rig.bone_lengths(), rtol=1e-9)
+
+
+def _matrix(m: np.ndarray) -> Gf.Matrix4d:
+    return Gf.Matrix4d(np.asarray(m).T.tolist())
+
+
+@pytest.mark.parametrize("rest_authored", [True, False])
+def test_read_general_stage_matches_pixar(tmp_path, rest_authored):
+    """A hand-authored stage: two root joints, bind pose != rest pose (or no rest pose at all), a mesh with
+    skel:joints remapping, polygons and a geomBindTransform, a rigidly bound mesh (constant interpolation), and an
+    animation listing joints in another order (covering all but one joint when a rest pose exists)."""
+    rng = np.random.default_rng(3)
+    path = tmp_path / "general.usda"
+    stage = Usd.Stage.CreateNew(str(path))
+    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
+    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
+    stage.SetTimeCodesPerSecond(24.0)
+    root = UsdSkel.Root.Define(stage, "/Root")
+    stage.SetDefaultPrim(root.GetPrim())
+    joints = ["a", "b", "a/c", "a/c/d"]
+    parents = [-1, -1, 0, 2]
+
+    def random_rigid(n, spread):
+        return transform_matrix(rng.normal(scale=spread, size=(n, 3)), axis_angle_to_quat(rng.normal(size=(n, 3))))
+
+    local_rest = random_rigid(4, 0.3)
+    world_rest = local_rest.copy()
+    for j, p in enumerate(parents):
+        if p >= 0:
+            world_rest[j] = world_rest[p] @ local_rest[j]
+    bind = world_rest @ random_rigid(4, 0.02)
+    skel = UsdSkel.Skeleton.Define(stage, "/Root/Skel")
+    skel.CreateJointsAttr(joints)
+    skel.CreateBindTransformsAttr(Vt.Matrix4dArray([_matrix(m) for m in bind]))
+    if rest_authored:
+        skel.CreateRestTransformsAttr(Vt.Matrix4dArray([_matrix(m) for m in local_rest]))
+
+    anim_joints = ["a/c/d", "b", "a/c"] if rest_authored else ["a/c/d", "b", "a/c", "a"]
+    anim = UsdSkel.Animation.Define(stage, "/Root/Anim")
+    anim.CreateJointsAttr(anim_joints)
+    n = len(anim_joints)
+    for code in (0.0, 2.0, 5.0):
+        quats = axis_angle_to_quat(rng.normal(scale=0.6, size=(n, 3)))
+        anim.CreateRotationsAttr().Set(Vt.QuatfArray([Gf.Quatf(q[3], *q[:3]) for q in quats]), code)
+    for code in (0.0, 5.0):
+        anim.CreateTranslationsAttr().Set(Vt.Vec3fArray(rng.normal(scale=0.3, size=(n, 3)).tolist()), code)
+    anim.CreateScalesAttr().Set(Vt.Vec3hArray([Gf.Vec3h(1.0)] * n))  # Pixar ignores animations without scales
+    UsdSkel.BindingAPI.Apply(skel.GetPrim()).CreateAnimationSourceRel().SetTargets([anim.GetPath()])
+
+    # polygon mesh bound through skel:joints = [a/c/d, a, b]
+    points = rng.normal(scale=0.4, size=(8, 3))
+    poly = UsdGeom.Mesh.Define(stage, "/Root/Poly")
+    poly.CreatePointsAttr(Vt.Vec3fArray(points.tolist()))
+    poly.CreateFaceVertexCountsAttr([4, 3, 5])
+    poly.CreateFaceVertexIndicesAttr([0, 1, 2, 3, 3, 2, 4, 4, 5, 6, 7, 0])
+    binding = UsdSkel.BindingAPI.Apply(poly.GetPrim())
+    binding.CreateSkeletonRel().SetTargets([skel.GetPath()])
+    binding.CreateJointsAttr(["a/c/d", "a", "b"])
+    local_idx = rng.integers(0, 3, size=(8, 2))
+    local_idx[:, 1] = (local_idx[:, 0] + 1) % 3
+    w = rng.uniform(0.1, 1.0, size=(8, 2))
+    w /= w.sum(1, keepdims=True)
+    binding.CreateJointIndicesPrimvar(False, 2).Set(Vt.IntArray(local_idx.reshape(-1).tolist()))
+    binding.CreateJointWeightsPrimvar(False, 2).Set(Vt.FloatArray(w.reshape(-1).tolist()))
+    gbt = random_rigid(1, 0.2)[0]
+    binding.CreateGeomBindTransformAttr(_matrix(gbt))
+
+    # rigid mesh: constant interpolation, skeleton joint order
+    rigid = UsdGeom.Mesh.Define(stage, "/Root/Rigid")
+    rigid.CreatePointsAttr(Vt.Vec3fArray(rng.normal(scale=0.2, size=(3, 3)).tolist()))
+    rigid.CreateFaceVertexCountsAttr([3])
+    rigid.CreateFaceVertexIndicesAttr([0, 1, 2])
+    rbinding = UsdSkel.BindingAPI.Apply(rigid.GetPrim())
+    rbinding.CreateSkeletonRel().SetTargets([skel.GetPath()])
+    rbinding.CreateJointIndicesPrimvar(True, 1).Set(Vt.IntArray([3]))
+    rbinding.CreateJointWeightsPrimvar(True, 1).Set(Vt.FloatArray([1.0]))
+    stage.Save()
+
+    reference = path
+    if not rest_authored:  # Pixar needs restTransforms: author UsdSkel's rest = bind relative to the parent
+        reference = tmp_path / "general_with_rest.usda"
+        rest = np.array([bind[j] if p < 0 else np.linalg.inv(bind[p]) @ bind[j] for j, p in enumerate(parents)])
+        skel.CreateRestTransformsAttr(Vt.Matrix4dArray([_matrix(m) for m in rest]))
+        stage.GetRootLayer().Export(str(reference))
+        skel.GetRestTransformsAttr().Clear()
+        stage.Save()
+    codes, pixar, _ = pixar_skinning(reference)
+    np.testing.assert_allclose(codes, [0.0, 2.0, 5.0])
+    asset = read_usdskel(path)
+    rig = asset.rig
+    # a synthetic root joins the two USD roots
+    assert rig.joint_names == ("root", "a", "b", "c", "d")
+    np.testing.assert_array_equal(rig.parents, [-1, 0, 0, 1, 3])
+    if not rest_authored:  # the rest pose falls back to the bind pose
+        np.testing.assert_allclose(rig.rest_world_matrices()[1:], bind, atol=MATRIX_ATOL)
+    poly_mesh, rigid_mesh = rig.meshes
+    assert poly_mesh.name == "Poly" and rigid_mesh.name == "Rigid"
+    np.testing.assert_array_equal(
+        poly_mesh.triangles, [[0, 1, 2], [0, 2, 3], [3, 2, 4], [4, 5, 6], [4, 6, 7], [4, 7, 0]]
+    )
+    np.testing.assert_allclose(poly_mesh.points, points @ gbt[:3, :3].T + gbt[:3, 3], atol=FLOAT32_ATOL)
+    expected_w = np.zeros((8, 5))
+    to_rig = np.array([4, 1, 2])  # skel:joints [a/c/d, a, b] -> rig joints (after the synthetic root)
+    np.add.at(expected_w, (np.arange(8)[:, None], to_rig[local_idx]), w)
+    np.testing.assert_allclose(dense_weights(poly_mesh, 5), expected_w, atol=FLOAT32_ATOL)
+    np.testing.assert_allclose(dense_weights(rigid_mesh, 5)[:, 4], 1.0)
+
+    clip = asset.clip()
+    np.testing.assert_allclose(clip.times, np.array([0.0, 2.0, 5.0]) / 24.0, atol=TIME_ATOL)
+    tol = SKINNING_RTOL * max(rig.height(), 1.0)
+    for mesh in rig.meshes:
+        ours, _ = sim.skin_motion(rig, clip, mesh=mesh)
+        np.testing.assert_allclose(ours, pixar[mesh.name], atol=tol)
+
+
+# -- (c) validators -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("suffix", [".usda", ".usdc"])
+def test_written_stage_passes_validators(tmp_path, rig, clips, suffix):
+    path = tmp_path / f"rig{suffix}"
+    write_usdskel(path, rig, clips, meters_per_unit=0.01)
+    assert validate_stage(path) == []
+
+
+def test_validators_flag_a_bad_stage(tmp_path):
+    """The validation helper is live: a stage without metadata and with a SkelBindingAPI outside a SkelRoot fails."""
+    path = tmp_path / "bad.usda"
+    stage = Usd.Stage.CreateNew(str(path))
+    mesh = UsdGeom.Mesh.Define(stage, "/World/Mesh")
+    UsdSkel.BindingAPI.Apply(mesh.GetPrim())
+    stage.Save()
+    errors = validate_stage(path)
+    joined = "\n".join(errors)
+    assert "metersPerUnit" in joined and "upAxis" in joined and "defaultPrim" in joined
+    assert any("usdSkelValidators:SkelBindingApiValidator" in e and "/World/Mesh" in e for e in errors)
+    assert {i.severity for i in validation_issues(path)} >= {"error"}
+
+
+# -- (d) atomic writes ----------------------------------------------------------------------------------------
+def test_failed_write_leaves_nothing(tmp_path, rig, clips):
+    bad = Motion(30.0, np.zeros((2, 3)), np.tile([0.0, 0, 0, 1], (2, rig.joint_count - 1, 1)), name="bad")
+    target = tmp_path / "out" / "rig.usda"
+    with pytest.raises(RigError, match="bad"):
+        write_usdskel(target, rig, [clips[0], bad])
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_failed_write_keeps_previous_file(tmp_path, rig, clips):
+    target = tmp_path / "rig.usdc"
+    write_usdskel(target, rig, clips)
+    before = target.read_bytes()
+    bad = Motion(30.0, np.zeros((1, 3)), np.tile([0.0, 0, 0, 1], (1, rig.joint_count + 1, 1)), name="bad")
+    with pytest.raises(RigError):
+        write_usdskel(target, rig, [bad])
+    with pytest.raises(ValueError, match="bound_clip"):
+        write_usdskel(target, rig, clips, bound_clip="nope")
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rig.usdc"]
+
+
+# -- (e) malformed input --------------------------------------------------------------------------------------
+def _skeleton_stage(path, joints, bind=None, rest=None):
+    stage = Usd.Stage.CreateNew(str(path))
+    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
+    root = UsdSkel.Root.Define(stage, "/Root")
+    stage.SetDefaultPrim(root.GetPrim())
+    skel = UsdSkel.Skeleton.Define(stage, "/Root/Skeleton")
+    skel.CreateJointsAttr(joints)
+    if bind is not None:
+        skel.CreateBindTransformsAttr(Vt.Matrix4dArray([Gf.Matrix4d(1.0)] * bind))
+    if rest is not None:
+        skel.CreateRestTransformsAttr(Vt.Matrix4dArray([Gf.Matrix4d(1.0)] * rest))
+    stage.Save()
+    return stage
+
+
+def test_joints_out_of_order(tmp_path):
+    path = tmp_path / "order.usda"
+    _skeleton_stage(path, ["a/b", "a"], bind=2)
+    with pytest.raises(InputError) as err:
+        read_usdskel(path)
+    assert str(err.value) == f"{path}: /Root/Skeleton.joints: joint 'a/b' is listed before its parent 'a'"
+
+
+def test_nan_weights(tmp_path, rig, clips):
+    path = tmp_path / "nan.usda"
+    write_usdskel(path, rig, clips)
+    stage = Usd.Stage.Open(str(path))
+    primvar = UsdSkel.BindingAPI(stage.GetPrimAtPath("/test_rig/body")).GetJointWeightsPrimvar()
+    weights = np.array(primvar.Get())
+    weights[7] = np.nan
+    primvar.Set(Vt.FloatArray(weights.tolist()))
+    stage.Save()
+    with pytest.raises(InputError, match="NaN") as err:
+        read_usdskel(path)
+    assert err.value.path == str(path)
+    assert err.value.field == "/test_rig/body.primvars:skel:jointWeights"
+
+
+@pytest.mark.parametrize(
+    ("case", "field", "problem"),
+    [
+        ("no_skelroot", "SkelRoot", "no SkelRoot"),
+        ("no_skeleton", "/Root", "no Skeleton"),
+        ("not_usd", "file", "cannot open"),
+        ("no_transforms", "/Root/Skeleton.restTransforms", "neither restTransforms nor bindTransforms"),
+        ("bind_count", "/Root/Skeleton.bindTransforms", "1 matrices for 2 joints"),
+        ("scaled_rest", "/Root/Skeleton.restTransforms", "not rigid"),
+        ("weight_count", "/test_rig/body.primvars:skel:jointWeights", "inconsistent joint influences"),
+        ("anim_count", "/test_rig/Animations/idle.translations", "values for 6 joints"),
+        ("bad_skeleton_arg", "/Root/Nope", "no Skeleton prim"),
+    ],
+)
+def test_malformed_input(tmp_path, rig, clips, case, field, problem):
+    path = tmp_path / f"{case}.usda"
+    options = {}
+    if case == "no_skelroot":
+        stage = Usd.Stage.CreateNew(str(path))
+        UsdSkel.Skeleton.Define(stage, "/World/Skeleton")
+        stage.Save()
+    elif case == "no_skeleton":
+        stage = Usd.Stage.CreateNew(str(path))
+        UsdSkel.Root.Define(stage, "/Root")
+        stage.Save()
+    elif case == "not_usd":
+        path.write_text("this is not a USD layer\n{ [\n")
+    elif case == "no_transforms":
+        _skeleton_stage(path, ["a", "a/b"])
+    elif case == "bind_count":
+        _skeleton_stage(path, ["a", "a/b"], bind=1)
+    elif case == "scaled_rest":
+        stage = _skeleton_stage(path, ["a", "a/b"], bind=2, rest=2)
+        attr = UsdSkel.Skeleton(stage.GetPrimAtPath("/Root/Skeleton")).GetRestTransformsAttr()
+        attr.Set(Vt.Matrix4dArray([Gf.Matrix4d(1.0), Gf.Matrix4d(1.0).SetScale(Gf.Vec3d(1, 2, 1))]))
+        stage.Save()
+    elif case in ("weight_count", "anim_count"):
+        write_usdskel(path, rig, clips, bound_clip=1)
+        stage = Usd.Stage.Open(str(path))
+        if case == "weight_count":
+            primvar = UsdSkel.BindingAPI(stage.GetPrimAtPath("/test_rig/body")).GetJointWeightsPrimvar()
+            primvar.Set(Vt.FloatArray(list(primvar.Get())[:-4]))
+        else:
+            attr = UsdSkel.Animation(stage.GetPrimAtPath("/test_rig/Animations/idle")).GetTranslationsAttr()
+            attr.Set(Vt.Vec3fArray([Gf.Vec3f(0.0)] * 3), 0.0)
+        stage.Save()
+    elif case == "bad_skeleton_arg":
+        _skeleton_stage(path, ["a"], bind=1)
+        options["skeleton"] = "/Root/Nope"
+    with pytest.raises(InputError) as err:
+        read_usdskel(path, **options)
+    assert err.value.path == str(path)
+    assert err.value.field == field
+    assert problem in err.value.problem
+    assert str(err.value).startswith(f"{path}: {field}: ")
+
+
+def test_animation_scales_are_checked(tmp_path, rig, clips):
+    """Unauthored scales (Pixar would drop the animation) or non-unit scales (we cannot represent them) warn."""
+    path = tmp_path / "scales.usda"
+    write_usdskel(path, rig, clips[:1])
+    stage = Usd.Stage.Open(str(path))
+    attr = UsdSkel.Animation(stage.GetPrimAtPath("/test_rig/Animations/walk_cycle")).GetScalesAttr()
+    attr.Clear()
+    stage.Save()
+    with pytest.warns(UsdSkelWarning, match="scales not authored"):
+        asset = read_usdskel(path)
+    assert_same_quats(asset.clip().rotations, clips[0].rotations, FLOAT32_ATOL)
+    attr.Set(Vt.Vec3hArray([Gf.Vec3h(1.5, 1.0, 1.0)] * rig.joint_count), 0.0)
+    stage.Save()
+    with pytest.warns(UsdSkelWarning, match="scales: joint scales"):
+        read_usdskel(path)
+
+
+def test_missing_file_through_dispatcher(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        load_asset(tmp_path / "missing.usda")
+
+
+def test_reads_copy_with_other_extension(tmp_path, rig, clips):
+    """A .usd (binary by default) copy of a text stage reads the same."""
+    src = tmp_path / "rig.usda"
+    write_usdskel(src, rig, clips[:1])
+    dst = tmp_path / "rig.usd"
+    shutil.copy(src, dst)
+    a, b = read_usdskel(src), read_usdskel(dst)
+    assert a.rig.joint_names == b.rig.joint_names
+    np.testing.assert_allclose(a.clip().rotations, b.clip().rotations)

@@ -1,0 +1,489 @@
+"""UsdSkel import: a Skeleton, the meshes bound to it and its SkelAnimations as a :class:`usd_io.Asset`.
+
+Frames and units. A UsdSkel skeleton lives in its own *skeleton space*; the Skeleton prim's local-to-world
+transform places it in the stage, whose length unit is ``metersPerUnit`` and whose up axis is Y or Z. We fold all
+of that into one conversion ``C = R_up @ diag(metersPerUnit) @ skel_local_to_world`` and split it into a rigid part
+``G`` and a uniform scale ``s`` (``C = G @ S``). Our world transforms are ``W' = C @ W @ S^-1``: lengths are
+scaled by ``s`` everywhere, and the rigid part ``G`` is folded into the root joint's rest transform and motion
+channels (other joints' local rotations are unchanged), the inverse bind matrices and the mesh points, as
+:mod:`sim.rig` asks of importers. Skinned meshes are in skeleton space after their ``geomBindTransform`` (UsdSkel
+ignores a skinned gprim's own transform), so their points get ``C`` too.
+
+USD matrices act on row vectors; we transpose them to our column-vector convention. USD quaternions are
+(real, imaginary) by constructor but (imaginary, real) in memory, so numpy views of ``VtQuatfArray`` are xyzw.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from sim import Motion, Rig, RigError, SkinnedMesh
+from sim.rotations import axis_angle_to_quat, matrix_to_quat, quat_multiply, quat_rotate, transform_matrix
+
+from ._usd_names import unique_identifiers
+from .asset import Asset
+from .errors import InputError
+
+__all__ = ["UsdSkelWarning", "read_usdskel"]
+
+RIGID_TOLERANCE = 1e-4
+"""Largest deviation of R^T R from identity (per entry) accepted for a joint's rest transform or the stage
+conversion; beyond it the transform carries scale or shear, which the rig cannot represent."""
+
+ANIMATION_SCALE_TOLERANCE = 2e-3
+"""Animation scales further than this from 1 are reported (and ignored); half3 rounds 1 to within ~5e-4."""
+
+TRANSLATION_MATCH_TOLERANCE = 1e-6
+"""Relative difference under which animated non-root translations count as the rest translations (float32)."""
+
+FPS_CUSTOM_DATA_KEY = "kinedistill:fps"
+
+
+class UsdSkelWarning(UserWarning):
+    """Part of a UsdSkel stage was ignored or approximated on import (e.g. animation scales)."""
+
+
+def _np(value, dtype=np.float64) -> np.ndarray:
+    return np.array(value, dtype=dtype)
+
+
+def _usd_matrices(value) -> np.ndarray:
+    """VtMatrix4dArray (row-vector convention) -> column-vector matrices, shape (N, 4, 4)."""
+    return _np(value).reshape(-1, 4, 4).transpose(0, 2, 1)
+
+
+def _usd_matrix(value) -> np.ndarray:
+    return _np(value).reshape(4, 4).T
+
+
+def _authored(attr):
+    """The attribute's default value, else its value at the earliest time sample, else None."""
+    from pxr import Usd
+
+    if not attr or not attr.HasAuthoredValue():
+        return None
+    value = attr.Get()
+    if value is None:
+        value = attr.Get(Usd.TimeCode.EarliestTime())
+    return value
+
+
+class _Conversion:
+    """``C = G @ S``: a rigid transform ``G`` (rotation ``q`` [xyzw], translation ``t`` [m]) after a uniform scale."""
+
+    def __init__(self, matrix: np.ndarray, path: Path, field: str):
+        m3 = matrix[:3, :3]
+        det = float(np.linalg.det(m3))
+        if not np.isfinite(det) or det <= 0:
+            raise InputError(path, field, f"skeleton-to-world transform is singular or mirrored (det {det:.3g})")
+        self.scale = det ** (1.0 / 3.0)
+        rot = m3 / self.scale
+        if np.abs(rot.T @ rot - np.eye(3)).max() > RIGID_TOLERANCE:
+            raise InputError(path, field, "skeleton-to-world transform has non-uniform scale or shear (unsupported)")
+        self.rotation = matrix_to_quat(rot)
+        self.translation = matrix[:3, 3].copy()
+        self.matrix = matrix
+
+    def local(
+        self, parents: np.ndarray, translations: np.ndarray, rotations: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Converts local joint transforms: lengths scaled, ``G`` applied to the roots (whose local = skeleton space).
+
+        Args:
+            parents: parent per joint (-1 for roots), shape (J,).
+            translations: local translations in stage units, shape (..., J, 3).
+            rotations: local rotations [xyzw], shape (..., J, 4).
+
+        Returns:
+            converted copies of both, same shapes.
+        """
+        t = translations * self.scale
+        q = np.array(rotations, dtype=np.float64)
+        roots = parents < 0
+        t[..., roots, :] = quat_rotate(self.rotation, t[..., roots, :]) + self.translation
+        q[..., roots, :] = quat_multiply(np.broadcast_to(self.rotation, q[..., roots, :].shape), q[..., roots, :])
+        return t, q
+
+    def points(self, points: np.ndarray) -> np.ndarray:
+        return points @ self.matrix[:3, :3].T + self.matrix[:3, 3]
+
+    def world_matrices(self, matrices: np.ndarray) -> np.ndarray:
+        """Skeleton-space joint matrices (N, 4, 4) -> ``C @ W @ S^-1``."""
+        out = self.matrix @ matrices
+        out[:, :, :3] /= self.scale
+        return out
+
+
+def _rigid(matrix: np.ndarray, path: Path, field: str, joint: str) -> tuple[np.ndarray, np.ndarray]:
+    """Translation (3,) and rotation [xyzw] (4,) of a rigid 4x4 matrix; InputError naming ``field`` otherwise."""
+    if not np.all(np.isfinite(matrix)):
+        raise InputError(path, field, f"joint {joint!r}: non-finite matrix")
+    rot = matrix[:3, :3]
+    if np.abs(rot.T @ rot - np.eye(3)).max() > RIGID_TOLERANCE or np.linalg.det(rot) <= 0:
+        scale = np.linalg.norm(rot, axis=0)
+        raise InputError(
+            path, field, f"joint {joint!r}: transform is not rigid (column scales {np.round(scale, 6).tolist()});"
+            " scaled, sheared or mirrored joints are not supported"
+        )  # fmt: skip
+    return matrix[:3, 3].copy(), matrix_to_quat(rot)
+
+
+def _open_stage(path: Path):
+    from pxr import Tf, Usd
+
+    try:
+        stage = Usd.Stage.Open(str(path), Usd.Stage.LoadAll)
+    except Tf.ErrorException as e:
+        detail = " ".join(str(e).split())
+        raise InputError(path, "file", f"cannot open as a USD stage ({detail[-300:]})") from None
+    if stage is None:
+        raise InputError(path, "file", "cannot open as a USD stage")
+    return stage
+
+
+def _find_skeleton(stage, path: Path, skeleton: str | None):
+    """The Skeleton prim to import and its enclosing SkelRoot prim."""
+    from pxr import Sdf, Usd, UsdSkel
+
+    if skeleton is not None:
+        if not Sdf.Path.IsValidPathString(skeleton):
+            raise InputError(path, skeleton, "not a valid prim path")
+        prim = stage.GetPrimAtPath(skeleton)
+        if not prim or not prim.IsA(UsdSkel.Skeleton):
+            raise InputError(path, skeleton, "no Skeleton prim at this path")
+        root = prim.GetParent()
+        while root and not root.IsA(UsdSkel.Root):
+            root = root.GetParent()
+        if not root:
+            raise InputError(path, skeleton, "the Skeleton is not inside a SkelRoot")
+        return prim, root
+    predicate = Usd.TraverseInstanceProxies(Usd.PrimDefaultPredicate)
+    roots = [p for p in Usd.PrimRange.Stage(stage, predicate) if p.IsA(UsdSkel.Root)]
+    if not roots:
+        raise InputError(path, "SkelRoot", "no SkelRoot prim in the stage")
+    for root in roots:
+        for prim in Usd.PrimRange(root, predicate):
+            if prim.IsA(UsdSkel.Skeleton):
+                return prim, root
+    raise InputError(path, str(roots[0].GetPath()), "no Skeleton prim under the SkelRoot")
+
+
+class _Skeleton:
+    """Joint topology, rest pose and bind pose of a UsdSkel Skeleton, in our frame."""
+
+    def __init__(self, prim, path: Path, conversion: _Conversion):
+        from pxr import UsdSkel
+
+        skel = UsdSkel.Skeleton(prim)
+        where = str(prim.GetPath())
+        tokens = [str(t) for t in (skel.GetJointsAttr().Get() or [])]
+        if not tokens:
+            raise InputError(path, f"{where}.joints", "no joints authored")
+        if len(set(tokens)) != len(tokens):
+            dup = next(t for t in tokens if tokens.count(t) > 1)
+            raise InputError(path, f"{where}.joints", f"joint {dup!r} is listed twice")
+        parents = np.array(UsdSkel.Topology(tokens).GetParentIndices(), dtype=np.int64)
+        for j, p in enumerate(parents):
+            if p > j:
+                raise InputError(
+                    path, f"{where}.joints", f"joint {tokens[j]!r} is listed before its parent {tokens[p]!r}"
+                )
+        count = len(tokens)
+        self.tokens = tokens
+        self.index = {t: j for j, t in enumerate(tokens)}
+        names = [t.rsplit("/", 1)[-1] for t in tokens]
+        authored_names = skel.GetJointNamesAttr().Get()
+        if authored_names is not None and len(authored_names) == count and len(set(authored_names)) == count:
+            names = [str(n) for n in authored_names]
+
+        bind = skel.GetBindTransformsAttr().Get()
+        rest = skel.GetRestTransformsAttr().Get()
+        bind = _usd_matrices(bind) if bind is not None and len(bind) else None
+        rest = _usd_matrices(rest) if rest is not None and len(rest) else None
+        if bind is None and rest is None:
+            raise InputError(path, f"{where}.restTransforms", "neither restTransforms nor bindTransforms authored")
+        for field, value in (("bindTransforms", bind), ("restTransforms", rest)):
+            if value is not None and len(value) != count:
+                raise InputError(path, f"{where}.{field}", f"{len(value)} matrices for {count} joints")
+            if value is not None and not np.all(np.isfinite(value)):
+                raise InputError(path, f"{where}.{field}", "non-finite matrix entries")
+        rest_field = f"{where}.restTransforms"
+        if rest is None:  # rest pose = bind pose, relative to the parent
+            rest_field = f"{where}.bindTransforms"
+            rest = np.array([bind[j] if p < 0 else np.linalg.solve(bind[p], bind[j]) for j, p in enumerate(parents)])
+
+        # several roots (allowed by UsdSkel): add one identity root above them
+        roots = np.flatnonzero(parents < 0)
+        self.offset = 1 if len(roots) > 1 else 0
+        if self.offset:
+            names = [unique_identifiers(["root"], reserved=names)[0], *names]
+            parents = np.concatenate([[-1], np.where(parents < 0, 0, parents + 1)])
+            rest = np.concatenate([np.eye(4)[None], rest])
+            if bind is not None:
+                bind = np.concatenate([np.eye(4)[None], bind])
+        self.names = names
+        self.parents = parents
+
+        t = np.zeros((len(names), 3))
+        q = np.zeros((len(names), 4))
+        for j, m in enumerate(rest):
+            t[j], q[j] = _rigid(m, path, rest_field, names[j])
+        self.usd_rest_translations, self.usd_rest_rotations = t, q  # in the stage's skeleton space and unit
+        self.rest_translations, self.rest_rotations = conversion.local(parents, t, q)
+        if bind is None:
+            self.inverse_bind = None  # the rig derives it from the (converted) rest pose
+        else:
+            self.inverse_bind = np.linalg.inv(conversion.world_matrices(bind))
+        self.where = where
+
+
+def _triangulate(counts: np.ndarray, indices: np.ndarray, path: Path, where: str, left_handed: bool) -> np.ndarray:
+    """Fan triangulation ``(v0, vi, vi+1)`` of each polygon, keeping vertex order; shape (T, 3)."""
+    if (counts < 3).any():
+        f = int(np.argmax(counts < 3))
+        raise InputError(path, f"{where}.faceVertexCounts", f"face {f} has {counts[f]} vertices (< 3)")
+    if counts.sum() != len(indices):
+        raise InputError(
+            path, f"{where}.faceVertexIndices", f"{len(indices)} indices but faceVertexCounts sum to {counts.sum()}"
+        )
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    face = np.repeat(np.arange(len(counts)), counts - 2)
+    corner = np.arange(len(face)) - np.repeat(np.cumsum(counts - 2) - (counts - 2), counts - 2) + 1
+    first = indices[starts[face]]
+    tris = np.stack([first, indices[starts[face] + corner], indices[starts[face] + corner + 1]], axis=-1)
+    return tris[:, [0, 2, 1]] if left_handed else tris
+
+
+def _read_mesh(skinning_query, skeleton: _Skeleton, conversion: _Conversion, path: Path) -> SkinnedMesh | None:
+    from pxr import Usd, UsdGeom
+
+    prim = skinning_query.GetPrim()
+    where = str(prim.GetPath())
+    if not prim.IsA(UsdGeom.Mesh):
+        warnings.warn(f"{path}: {where}: skinned {prim.GetTypeName()} is not a Mesh; ignored", UsdSkelWarning, 2)
+        return None
+    mesh = UsdGeom.Mesh(prim)
+    points = _authored(mesh.GetPointsAttr())
+    if points is None or len(points) == 0:
+        raise InputError(path, f"{where}.points", "no points authored")
+    points = _np(points).reshape(-1, 3)
+    if not np.all(np.isfinite(points)):
+        raise InputError(path, f"{where}.points", f"non-finite point {int(np.argmax(~np.isfinite(points).all(1)))}")
+    v = len(points)
+    counts = _np(_authored(mesh.GetFaceVertexCountsAttr()) or [], np.int64)
+    indices = _np(_authored(mesh.GetFaceVertexIndicesAttr()) or [], np.int64)
+    if indices.size and (indices.min() < 0 or indices.max() >= v):
+        raise InputError(path, f"{where}.faceVertexIndices", f"vertex index outside [0, {v})")
+    left = mesh.GetOrientationAttr().Get() == UsdGeom.Tokens.leftHanded
+    triangles = _triangulate(counts, indices, path, where, left)
+
+    influences = skinning_query.ComputeJointInfluences(Usd.TimeCode.Default())
+    if influences is None:
+        influences = skinning_query.ComputeJointInfluences(Usd.TimeCode.EarliestTime())
+    if influences is None:
+        sizes = []
+        for name, primvar in (
+            ("jointIndices", skinning_query.GetJointIndicesPrimvar()),
+            ("jointWeights", skinning_query.GetJointWeightsPrimvar()),
+        ):
+            value = primvar.ComputeFlattened() if primvar else None
+            sizes.append(f"{name} has {0 if value is None else len(value)} values")
+        raise InputError(
+            path, f"{where}.primvars:skel:jointWeights", f"inconsistent joint influences ({', '.join(sizes)})"
+        )
+    joint_ids, weights = _np(influences[0], np.int64), _np(influences[1])
+    k = int(skinning_query.GetNumInfluencesPerComponent())
+    if np.isnan(weights).any():
+        bad = int(np.argmax(np.isnan(weights)))
+        raise InputError(path, f"{where}.primvars:skel:jointWeights", f"NaN weight at element {bad}")
+    if not np.all(np.isfinite(weights)):
+        raise InputError(path, f"{where}.primvars:skel:jointWeights", "infinite weight")
+    rigid = skinning_query.IsRigidlyDeformed()
+    expected = k if rigid else v * k
+    for name, arr in (("jointIndices", joint_ids), ("jointWeights", weights)):
+        if len(arr) != expected:
+            mode = "constant" if rigid else f"vertex ({v} points)"
+            raise InputError(
+                path, f"{where}.primvars:skel:{name}", f"{len(arr)} values; {mode} interpolation with"
+                f" elementSize {k} needs {expected}"
+            )  # fmt: skip
+    joint_ids, weights = joint_ids.reshape(-1, k), weights.reshape(-1, k)
+    if rigid:
+        joint_ids, weights = np.repeat(joint_ids, v, axis=0), np.repeat(weights, v, axis=0)
+
+    order = skinning_query.GetJointOrder()
+    if order is not None and len(order):
+        lookup = []
+        for token in order:
+            if str(token) not in skeleton.index:
+                raise InputError(path, f"{where}.skel:joints", f"joint {str(token)!r} is not in {skeleton.where}")
+            lookup.append(skeleton.index[str(token)])
+        local_count = len(lookup)
+    else:
+        lookup, local_count = list(range(len(skeleton.tokens))), len(skeleton.tokens)
+    used = weights > 0
+    if used.any() and (joint_ids[used].min() < 0 or joint_ids[used].max() >= local_count):
+        raise InputError(
+            path, f"{where}.primvars:skel:jointIndices", f"joint index outside [0, {local_count}) with nonzero weight"
+        )
+    joint_ids = np.where(used, np.asarray(lookup)[np.clip(joint_ids, 0, local_count - 1)], 0) + skeleton.offset
+
+    gbt = _usd_matrix(skinning_query.GetGeomBindTransform(Usd.TimeCode.Default()))
+    points = points @ gbt[:3, :3].T + gbt[:3, 3]
+    name = prim.GetDisplayName() or prim.GetName()
+    try:
+        return SkinnedMesh(name, conversion.points(points), triangles, joint_ids, weights)
+    except RigError as e:
+        raise InputError(path, where, str(e)) from None
+
+
+def _read_animation(anim_prim, skeleton: _Skeleton, conversion: _Conversion, stage, path: Path) -> Motion:
+    from pxr import UsdSkel
+
+    anim = UsdSkel.Animation(anim_prim)
+    where = str(anim_prim.GetPath())
+    tokens = [str(t) for t in (anim.GetJointsAttr().Get() or [])]
+    targets = [(i, skeleton.index[t] + skeleton.offset) for i, t in enumerate(tokens) if t in skeleton.index]
+    attrs = {"translations": anim.GetTranslationsAttr(), "rotations": anim.GetRotationsAttr()}
+    scales_attr = anim.GetScalesAttr()
+    codes = sorted(
+        {float(c) for a in (*attrs.values(), scales_attr) if a and a.HasAuthoredValue() for c in a.GetTimeSamples()}
+    )
+    missing = [n for n, a in (*attrs.items(), ("scales", scales_attr)) if not (a and a.HasAuthoredValue())]
+    if missing and tokens:
+        warnings.warn(
+            f"{path}: {where}: {', '.join(missing)} not authored; the animated joints keep their rest values there"
+            " (Pixar's UsdSkel ignores such an animation)",
+            UsdSkelWarning,
+            2,
+        )
+    tcps = stage.GetTimeCodesPerSecond()
+    start = stage.GetStartTimeCode()
+    if not codes:
+        codes = [start]
+    frame_count, joint_count = len(codes), len(skeleton.names)
+    trans = np.broadcast_to(skeleton.usd_rest_translations, (frame_count, joint_count, 3)).copy()
+    rot = np.broadcast_to(skeleton.usd_rest_rotations, (frame_count, joint_count, 4)).copy()
+    src = np.array([i for i, _ in targets], dtype=np.int64)
+    dst = np.array([j for _, j in targets], dtype=np.int64)
+    for key, out, width in (("translations", trans, 3), ("rotations", rot, 4)):
+        attr = attrs[key]
+        if not attr or not attr.HasAuthoredValue():
+            continue
+        for f, code in enumerate(codes):
+            value = _np(attr.Get(code)).reshape(-1, width)
+            if len(value) != len(tokens):
+                raise InputError(path, f"{where}.{key}", f"{len(value)} values for {len(tokens)} joints at time {code}")
+            if not np.all(np.isfinite(value)):
+                raise InputError(path, f"{where}.{key}", f"non-finite value at time {code}")
+            out[f, dst] = value[src]
+    if scales_attr and scales_attr.HasAuthoredValue():
+        worst = max(float(np.abs(_np(scales_attr.Get(c)) - 1.0).max(initial=0.0)) for c in codes)
+        if worst > ANIMATION_SCALE_TOLERANCE:
+            warnings.warn(f"{path}: {where}.scales: joint scales (up to {worst:.3g} off 1) ignored", UsdSkelWarning, 2)
+    norms = np.linalg.norm(rot, axis=-1, keepdims=True)
+    if (norms < 1e-12).any():
+        frame, joint = np.argwhere(norms[..., 0] < 1e-12)[0]
+        raise InputError(path, f"{where}.rotations", f"zero-length quaternion at time {codes[frame]}, joint {joint}")
+    rot /= norms
+
+    trans, rot = conversion.local(skeleton.parents, trans, rot)
+    non_root = skeleton.parents >= 0
+    animated_t = not np.allclose(
+        trans[:, non_root], skeleton.rest_translations[non_root], rtol=TRANSLATION_MATCH_TOLERANCE, atol=1e-9
+    )
+    fps = anim_prim.GetCustomDataByKey(FPS_CUSTOM_DATA_KEY)
+    if not isinstance(fps, int | float) or not np.isfinite(fps) or fps <= 0:
+        fps = stage.GetFramesPerSecond() if stage.HasAuthoredMetadata("framesPerSecond") else tcps
+    times = (np.asarray(codes) - start) / tcps
+    name = anim_prim.GetDisplayName() or anim_prim.GetName()
+    try:
+        return Motion(fps, trans[:, 0], rot, trans if animated_t else None, times=times, name=name)
+    except RigError as e:
+        raise InputError(path, where, str(e)) from None
+
+
+def read_usdskel(path: str | Path, *, skeleton: str | None = None) -> Asset:
+    """Reads a UsdSkel skeleton, its skinned meshes and animations from a USD file.
+
+    Args:
+        path: a ``.usd``, ``.usda`` or ``.usdc`` file.
+        skeleton: prim path of the Skeleton to read; default: the first Skeleton under the first SkelRoot
+            that has one.
+
+    Returns:
+        the asset in our frame (SI metres, Z-up): the rig (named after the SkelRoot's displayName or name),
+        every Mesh bound to the skeleton (faces triangulated as fans in vertex order), and every SkelAnimation
+        under the SkelRoot as a clip (the one bound as ``skel:animationSource`` first), sampled at the union of
+        its authored time samples with ``times = (timeCode - startTimeCode) / timeCodesPerSecond``.
+
+    Raises:
+        InputError: unreadable file, no SkelRoot or Skeleton, joints not parents-first, missing rest and bind
+            transforms, scaled joints, mismatched array sizes, NaN weights (the message names file and
+            prim/attribute).
+    """
+    from pxr import Usd, UsdGeom, UsdSkel
+
+    path = Path(path)
+    stage = _open_stage(path)
+    skel_prim, root_prim = _find_skeleton(stage, path, skeleton)
+    where = str(skel_prim.GetPath())
+
+    meters_per_unit = float(UsdGeom.GetStageMetersPerUnit(stage))
+    if not np.isfinite(meters_per_unit) or meters_per_unit <= 0:
+        raise InputError(path, "metersPerUnit", f"must be positive, got {meters_per_unit}")
+    up = UsdGeom.GetStageUpAxis(stage)
+    up_rotation = np.eye(4)
+    if up == UsdGeom.Tokens.y:  # +Y up -> +Z up: rotate +90 degrees about X
+        up_rotation = transform_matrix(np.zeros(3), axis_angle_to_quat([np.pi / 2, 0.0, 0.0]))
+    elif up != UsdGeom.Tokens.z:
+        raise InputError(path, "upAxis", f"unsupported up axis {up!r}")
+    skel_to_world = _usd_matrix(UsdGeom.Imageable(skel_prim).ComputeLocalToWorldTransform(Usd.TimeCode.Default()))
+    conversion = _Conversion(
+        up_rotation @ np.diag([meters_per_unit] * 3 + [1.0]) @ skel_to_world, path, f"{where}.xformOp"
+    )
+
+    skel = _Skeleton(skel_prim, path, conversion)
+
+    cache = UsdSkel.Cache()
+    skel_root = UsdSkel.Root(root_prim)
+    predicate = Usd.TraverseInstanceProxies(Usd.PrimDefaultPredicate)
+    cache.Populate(skel_root, predicate)
+    meshes = []
+    for binding in cache.ComputeSkelBindings(skel_root, predicate):
+        if binding.GetSkeleton().GetPrim() != skel_prim:
+            continue
+        for query in binding.GetSkinningTargets():
+            mesh = _read_mesh(query, skel, conversion, path)
+            if mesh is not None:
+                meshes.append(mesh)
+
+    rig_name = root_prim.GetDisplayName() or root_prim.GetName()
+    try:
+        rig = Rig(
+            skel.names, skel.parents, skel.rest_translations, skel.rest_rotations, skel.inverse_bind, meshes,
+            name=rig_name,
+        )  # fmt: skip
+    except RigError as e:
+        raise InputError(path, where, str(e)) from None
+
+    anim_prims = []
+    skel_query = cache.GetSkelQuery(UsdSkel.Skeleton(skel_prim))
+    anim_query = skel_query.GetAnimQuery() if skel_query else None
+    if anim_query:
+        anim_prims.append(anim_query.GetPrim())
+    for prim in Usd.PrimRange(root_prim, predicate):
+        if prim.IsA(UsdSkel.Animation) and prim not in anim_prims:
+            anim_prims.append(prim)
+    clips: dict[str, Motion] = {}
+    for prim in anim_prims:
+        motion = _read_animation(prim, skel, conversion, stage, path)
+        name, k = motion.name, 1
+        while name in clips:
+            name, k = f"{motion.name}_{k}", k + 1
+        motion.name = name
+        clips[name] = motion
+    return Asset(rig, clips, str(path), meters_per_unit)

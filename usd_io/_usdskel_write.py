@@ -1,0 +1,214 @@
+"""UsdSkel export: a rig, its skinned meshes and motion clips as one UsdSkel stage.
+
+Layout (``<...>`` = sanitized, unique identifiers; original names kept in ``displayName`` / ``jointNames``)::
+
+    /<rig>                      SkelRoot (defaultPrim, kind = component, extent sampled over the bound clip)
+        Skeleton                Skeleton + SkelBindingAPI (skel:animationSource -> the bound clip)
+        Animations              Scope
+            <clip>              SkelAnimation per clip (time-sampled translations/rotations/scales)
+        <mesh>                  Mesh + SkelBindingAPI (skel:skeleton, jointIndices/jointWeights, geomBindTransform)
+
+Frames and units: the rig's skeleton space is written as the Skeleton's (identity-transformed) space, Z-up, in
+units of ``meters_per_unit`` metres: every length (translations, points, extents) is divided by it; rotations and
+weights are unchanged. USD matrices act on row vectors, so our column-vector matrices are written transposed.
+Quaternions: ours are xyzw; ``GfQuatf`` stores (imaginary xyz, real w) in memory, so ``VtQuatfArray.FromNumpy``
+takes our xyzw arrays as they are (its constructor order is (real, imaginary)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from sim import Motion, Rig
+from sim.rotations import transform_matrix
+
+from ._usd_names import unique_identifiers
+from .atomic import atomic_output
+
+__all__ = ["write_usdskel"]
+
+DEFAULT_TIME_CODES_PER_SECOND = 24.0
+"""timeCodesPerSecond of a stage written without clips (USD's own fallback)."""
+
+FPS_CUSTOM_DATA_KEY = "kinedistill:fps"
+"""SkelAnimation customData key holding the clip's nominal frame rate [1/s] (read back by read_usdskel)."""
+
+
+def _joint_paths(rig: Rig) -> list[str]:
+    """UsdSkel joint paths (``"Hips/Spine/Chest"``) from unique sanitized joint names, parents-first."""
+    idents = unique_identifiers(rig.joint_names)
+    paths: list[str] = []
+    for j, parent in enumerate(rig.parents):
+        paths.append(idents[j] if parent < 0 else f"{paths[parent]}/{idents[j]}")
+    return paths
+
+
+def _usd_matrices(matrices: np.ndarray, length_scale: float):
+    """Column-vector 4x4 matrices (N, 4, 4) -> VtMatrix4dArray (row-vector), translations scaled."""
+    from pxr import Vt
+
+    m = np.array(matrices, dtype=np.float64)
+    m[:, :3, 3] *= length_scale
+    return Vt.Matrix4dArray.FromNumpy(np.ascontiguousarray(m.transpose(0, 2, 1)))
+
+
+def _resolve_bound_clip(clips: Sequence[Motion], bound_clip: int | str) -> int:
+    if isinstance(bound_clip, str):
+        names = [c.name for c in clips]
+        if bound_clip not in names:
+            raise ValueError(f"bound_clip: no clip named {bound_clip!r}; clips: {', '.join(names)}")
+        return names.index(bound_clip)
+    index = int(bound_clip)
+    if not -len(clips) <= index < len(clips):
+        raise ValueError(f"bound_clip: index {bound_clip} out of range for {len(clips)} clips")
+    return index % len(clips)
+
+
+def write_usdskel(
+    path: str | Path,
+    rig: Rig,
+    clips: Sequence[Motion] = (),
+    *,
+    bound_clip: int | str = 0,
+    time_codes_per_second: float | None = None,
+    start_time_code: float = 0.0,
+    meters_per_unit: float = 1.0,
+) -> None:
+    """Writes ``rig`` and ``clips`` as a UsdSkel stage, atomically (a failure leaves no file behind).
+
+    The format follows the extension (``.usda`` text, ``.usdc``/``.usd`` binary crate). Each clip becomes a
+    SkelAnimation time-sampled at ``time code = times[s] * timeCodesPerSecond + start_time_code`` (keyframed
+    clips keep their key times); every joint is animated (translations from the clip's root channel and
+    per-joint translations or the rest pose, rotations, unit scales).
+
+    Args:
+        path: output file (``.usda``, ``.usdc`` or ``.usd``); its folder is created when missing.
+        rig: the character; its meshes become skinned UsdGeom.Mesh prims (vertex and triangle order kept).
+        clips: motion clips for ``rig``.
+        bound_clip: index or name of the clip bound as the Skeleton's ``skel:animationSource``.
+        time_codes_per_second: stage timeCodesPerSecond and framesPerSecond [1/s]; default: the first clip's
+            fps (24 without clips).
+        start_time_code: time code of clip time 0 [time codes]. The stage's start/end time codes span all
+            clips' samples (and include ``start_time_code``); 0/0 without clips.
+        meters_per_unit: the stage's length unit [m]; lengths are divided by it.
+
+    Raises:
+        ValueError: bad ``bound_clip``, ``time_codes_per_second`` or ``meters_per_unit``.
+        sim.RigError: a clip that does not fit the rig.
+    """
+    from pxr import Gf, Kind, Sdf, Usd, UsdGeom, UsdPhysics, UsdSkel, Vt
+
+    clips = tuple(clips)
+    if not (np.isfinite(meters_per_unit) and meters_per_unit > 0):
+        raise ValueError(f"meters_per_unit: must be a positive number, got {meters_per_unit}")
+    if time_codes_per_second is None:
+        tcps = clips[0].fps if clips else DEFAULT_TIME_CODES_PER_SECOND
+    else:
+        tcps = float(time_codes_per_second)
+    if not (np.isfinite(tcps) and tcps > 0):
+        raise ValueError(f"time_codes_per_second: must be a positive number, got {time_codes_per_second}")
+    if not np.isfinite(start_time_code):
+        raise ValueError(f"start_time_code: must be finite, got {start_time_code}")
+    bound = _resolve_bound_clip(clips, bound_clip) if clips else None
+    scale = 1.0 / float(meters_per_unit)
+
+    with atomic_output(path) as tmp:
+        stage = Usd.Stage.CreateInMemory(tmp.name)
+        UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
+        UsdGeom.SetStageMetersPerUnit(stage, float(meters_per_unit))
+        UsdPhysics.SetStageKilogramsPerUnit(stage, 1.0)
+        stage.SetTimeCodesPerSecond(tcps)
+        stage.SetFramesPerSecond(tcps)
+
+        root_name = unique_identifiers([rig.name])[0]
+        root_path = Sdf.Path.absoluteRootPath.AppendChild(root_name)
+        skel_root = UsdSkel.Root.Define(stage, root_path)
+        root_prim = skel_root.GetPrim()
+        root_prim.SetDisplayName(rig.name)
+        Usd.ModelAPI(root_prim).SetKind(Kind.Tokens.component)
+        stage.SetDefaultPrim(root_prim)
+
+        # -- skeleton ------------------------------------------------------------------------------------
+        skel = UsdSkel.Skeleton.Define(stage, root_path.AppendChild("Skeleton"))
+        joint_paths = _joint_paths(rig)
+        skel.CreateJointsAttr(Vt.TokenArray(joint_paths))
+        skel.CreateJointNamesAttr(Vt.TokenArray(list(rig.joint_names)))
+        skel.CreateBindTransformsAttr(_usd_matrices(rig.bind_world_matrices(), scale))
+        rest_local = transform_matrix(rig.rest_translations, rig.rest_rotations)
+        skel.CreateRestTransformsAttr(_usd_matrices(rest_local, scale))
+        skel_binding = UsdSkel.BindingAPI.Apply(skel.GetPrim())
+
+        # -- animations ----------------------------------------------------------------------------------
+        time_codes = [float(start_time_code)]
+        bound_codes: list[float] = []
+        if clips:
+            scope_path = root_path.AppendChild("Animations")
+            UsdGeom.Scope.Define(stage, scope_path)
+            anim_names = unique_identifiers([c.name for c in clips])
+            joint_tokens = Vt.TokenArray(joint_paths)
+            ones = np.ones((rig.joint_count, 3), dtype=np.float16)
+            for clip, name in zip(clips, anim_names):
+                clip.check_rig(rig)
+                anim = UsdSkel.Animation.Define(stage, scope_path.AppendChild(name))
+                anim.GetPrim().SetDisplayName(clip.name)
+                anim.GetPrim().SetCustomDataByKey(FPS_CUSTOM_DATA_KEY, float(clip.fps))
+                anim.CreateJointsAttr(joint_tokens)
+                translations = (clip.local_translations(rig) * scale).astype(np.float32)
+                rotations = clip.rotations.astype(np.float32)
+                t_attr = anim.CreateTranslationsAttr()
+                r_attr = anim.CreateRotationsAttr()
+                s_attr = anim.CreateScalesAttr()
+                codes = clip.times * tcps + float(start_time_code)
+                for f, code in enumerate(codes):
+                    tc = Usd.TimeCode(float(code))
+                    t_attr.Set(Vt.Vec3fArray.FromNumpy(translations[f]), tc)
+                    r_attr.Set(Vt.QuatfArray.FromNumpy(np.ascontiguousarray(rotations[f])), tc)
+                    s_attr.Set(Vt.Vec3hArray.FromNumpy(ones), tc)
+                time_codes.extend(float(c) for c in codes)
+                if clip is clips[bound]:
+                    bound_codes = [float(c) for c in codes]
+                    skel_binding.CreateAnimationSourceRel().SetTargets([anim.GetPath()])
+            stage.SetStartTimeCode(min(time_codes))
+            stage.SetEndTimeCode(max(time_codes))
+        else:
+            stage.SetStartTimeCode(0.0)
+            stage.SetEndTimeCode(0.0)
+
+        # -- meshes --------------------------------------------------------------------------------------
+        mesh_names = unique_identifiers([m.name for m in rig.meshes], reserved=("Skeleton", "Animations"))
+        identity = Gf.Matrix4d(1.0)
+        for mesh, name in zip(rig.meshes, mesh_names):
+            usd_mesh = UsdGeom.Mesh.Define(stage, root_path.AppendChild(name))
+            usd_mesh.GetPrim().SetDisplayName(mesh.name)
+            points = Vt.Vec3fArray.FromNumpy((mesh.points * scale).astype(np.float32))
+            usd_mesh.CreatePointsAttr(points)
+            usd_mesh.CreateFaceVertexCountsAttr(Vt.IntArray([3] * len(mesh.triangles)))
+            usd_mesh.CreateFaceVertexIndicesAttr(Vt.IntArray.FromNumpy(mesh.triangles.reshape(-1).astype(np.int32)))
+            usd_mesh.CreateNormalsAttr(Vt.Vec3fArray.FromNumpy(mesh.vertex_normals().astype(np.float32)))
+            usd_mesh.SetNormalsInterpolation(UsdGeom.Tokens.vertex)
+            usd_mesh.CreateSubdivisionSchemeAttr(UsdGeom.Tokens.none)
+            usd_mesh.CreateOrientationAttr(UsdGeom.Tokens.rightHanded)
+            usd_mesh.CreateExtentAttr(UsdGeom.PointBased.ComputeExtent(points))
+            binding = UsdSkel.BindingAPI.Apply(usd_mesh.GetPrim())
+            binding.CreateSkeletonRel().SetTargets([skel.GetPath()])
+            k = mesh.influence_count
+            binding.CreateJointIndicesPrimvar(False, k).Set(
+                Vt.IntArray.FromNumpy(mesh.influence_joints.reshape(-1).astype(np.int32))
+            )
+            binding.CreateJointWeightsPrimvar(False, k).Set(
+                Vt.FloatArray.FromNumpy(mesh.influence_weights.reshape(-1).astype(np.float32))
+            )
+            binding.CreateGeomBindTransformAttr(identity)
+
+        # -- SkelRoot bounds: the skinned extent of the bound animation at every time code ----------------
+        root_extent = skel_root.CreateExtentAttr()
+        for code in [None, *bound_codes]:
+            tc = Usd.TimeCode.Default() if code is None else Usd.TimeCode(code)
+            extent = UsdGeom.Boundable.ComputeExtentFromPlugins(skel_root, tc)
+            if extent is not None and len(extent) == 2:
+                root_extent.Set(extent, tc)
+
+        stage.GetRootLayer().Export(str(tmp))
