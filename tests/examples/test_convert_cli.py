@@ -1,0 +1,147 @@
+"""examples/convert.py as a user runs it: outputs open and validate; bad input gives one clear line and exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from usd_io import load_asset, validate_stage
+
+REPO = Path(__file__).resolve().parents[2]
+CONVERT = REPO / "examples" / "convert.py"
+
+
+def run_convert(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(CONVERT), *args], capture_output=True, text=True, cwd=REPO, timeout=300, check=False
+    )
+
+
+def assert_bad_input(result: subprocess.CompletedProcess, source: Path, output: Path, fragment: str) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip() and "CUDA driver" not in line]
+    assert len(lines) == 1, result.stderr
+    assert str(source) in lines[0] and fragment in lines[0], lines[0]
+    assert not output.exists()
+    if output.parent.exists():
+        assert not [p for p in output.parent.iterdir() if p.name.startswith(f".{output.stem}.")], "temp file left"
+
+
+def test_truncated_glb(tmp_path, assets_dir):
+    data = (assets_dir / "gltf" / "Fox.glb").read_bytes()
+    bad = tmp_path / "truncated.glb"
+    bad.write_bytes(data[: len(data) // 2])
+    out = tmp_path / "out" / "fox.usda"
+    assert_bad_input(run_convert("--input", str(bad), "--output", str(out)), bad, out, "truncated")
+
+
+def test_bvh_missing_brace(tmp_path):
+    bad = tmp_path / "missing_brace.bvh"
+    bad.write_text(
+        "HIERARCHY\nROOT Hips\n{\n  OFFSET 0 0 0\n  CHANNELS 6 Xposition Yposition Zposition Zrotation Yrotation "
+        "Xrotation\n  JOINT Spine\n  {\n    OFFSET 0 1 0\n    CHANNELS 3 Zrotation Yrotation Xrotation\n"
+        "    End Site\n    {\n      OFFSET 0 1 0\n    }\n}\nMOTION\nFrames: 1\nFrame Time: 0.0333333\n"
+        "0 0 0 0 0 0 0 0 0\n"
+    )
+    out = tmp_path / "bvh.usda"
+    assert_bad_input(run_convert("--input", str(bad), "--output", str(out)), bad, out, "missing '}'")
+
+
+USDA_HEADER = """#usda 1.0
+(
+    defaultPrim = "Root"
+    metersPerUnit = 1
+    upAxis = "Z"
+)
+
+def SkelRoot "Root" (prepend apiSchemas = ["SkelBindingAPI"])
+{
+    rel skel:skeleton = </Root/Skel>
+"""
+
+
+def test_usd_joints_out_of_order(tmp_path):
+    bad = tmp_path / "out_of_order.usda"
+    bad.write_text(
+        USDA_HEADER
+        + """    def Skeleton "Skel"
+    {
+        uniform token[] joints = ["hip/knee", "hip"]
+        uniform matrix4d[] bindTransforms = [
+            ((1,0,0,0),(0,1,0,0),(0,0,1,0),(0,0,1,1)), ((1,0,0,0),(0,1,0,0),(0,0,1,0),(0,0,0,1))]
+        uniform matrix4d[] restTransforms = [
+            ((1,0,0,0),(0,1,0,0),(0,0,1,0),(0,0,1,1)), ((1,0,0,0),(0,1,0,0),(0,0,1,0),(0,0,0,1))]
+    }
+}
+"""
+    )
+    out = tmp_path / "x.usda"
+    assert_bad_input(run_convert("--input", str(bad), "--output", str(out)), bad, out, "before its parent")
+
+
+def test_usd_nan_weights(tmp_path):
+    bad = tmp_path / "nan_weights.usda"
+    bad.write_text(
+        USDA_HEADER
+        + """    def Skeleton "Skel"
+    {
+        uniform token[] joints = ["hip"]
+        uniform matrix4d[] bindTransforms = [((1,0,0,0),(0,1,0,0),(0,0,1,0),(0,0,0,1))]
+        uniform matrix4d[] restTransforms = [((1,0,0,0),(0,1,0,0),(0,0,1,0),(0,0,0,1))]
+    }
+    def Mesh "Body" (prepend apiSchemas = ["SkelBindingAPI"])
+    {
+        point3f[] points = [(0,0,0), (1,0,0), (0,1,0)]
+        int[] faceVertexCounts = [3]
+        int[] faceVertexIndices = [0, 1, 2]
+        int[] primvars:skel:jointIndices = [0, 0, 0] (
+            interpolation = "vertex"
+            elementSize = 1
+        )
+        float[] primvars:skel:jointWeights = [1, nan, 1] (
+            interpolation = "vertex"
+            elementSize = 1
+        )
+        rel skel:skeleton = </Root/Skel>
+    }
+}
+"""
+    )
+    out = tmp_path / "x.usda"
+    assert_bad_input(run_convert("--input", str(bad), "--output", str(out)), bad, out, "NaN")
+
+
+def test_unknown_clip_and_missing_file(tmp_path, assets_dir):
+    out = tmp_path / "x.usda"
+    fox = assets_dir / "gltf" / "Fox.glb"
+    r = run_convert("--input", str(fox), "--output", str(out), "--clip", "Dance")
+    assert_bad_input(r, fox, out, "Survey")  # the message lists the clips that exist
+    missing = tmp_path / "nope.glb"
+    assert_bad_input(run_convert("--input", str(missing), "--output", str(out)), missing, out, "no such file")
+
+
+def test_all_clips_written_and_first_bound(tmp_path, assets_dir):
+    out = tmp_path / "fox_all.usdc"
+    r = run_convert("--input", str(assets_dir / "gltf" / "Fox.glb"), "--output", str(out))
+    assert r.returncode == 0, r.stderr
+    assert validate_stage(out) == []
+    asset = load_asset(out)
+    assert list(asset.clips) == ["Survey", "Walk", "Run"]
+    source = load_asset(assets_dir / "gltf" / "Fox.glb")
+    for name, clip in source.clips.items():
+        np.testing.assert_allclose(asset.clips[name].times, clip.times, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", ["quadruped", "biped"])
+def test_procedural_characters_convert(tmp_path, name):
+    out = tmp_path / f"{name}.usda"
+    r = run_convert("--input", f"procedural:{name}", "--output", str(out))
+    assert r.returncode == 0, r.stderr
+    assert validate_stage(out) == []
+    asset = load_asset(out)
+    assert asset.rig.meshes and "walk" in asset.clips
+    assert all(np.isfinite(m.points).all() for m in asset.rig.meshes)
