@@ -1,0 +1,657 @@
+"""glTF importer: skinning against an independent glTF reference (Fox, SimpleSkin, synthetic characters) at every
+key time, accessor decoding, samplers against analytic curves, warnings, and one InputError per kind of bad file."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import struct
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sim
+import usd_io
+from sim.rotations import axis_angle_to_quat
+from usd_io import InputError
+from usd_io._gltf import GltfWarning, read_gltf
+
+
+def _load_sibling(name: str):
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ref = _load_sibling("gltf_reference")
+B = _load_sibling("gltf_builders")
+
+SKIN_TOL = 1e-5
+"""Allowed skinned-vertex error relative to the model height (the importer works in float64: expect ~1e-15)."""
+BIND_TOL = 1e-7
+"""Rigid-mesh bind points: ours use the float32 inverse bind matrix, the reference the rest pose (same pose)."""
+EXACT_TOL = 1e-12
+"""For values the importer only decodes, rotates or copies."""
+C = ref.Y_UP_TO_Z_UP
+
+
+# -- helpers ---------------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=32)
+def _read_cached(path: str) -> usd_io.Asset:
+    return read_gltf(path)
+
+
+def read_quiet(path) -> usd_io.Asset:
+    """read_gltf with the importer's expected warnings silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GltfWarning)
+        return read_gltf(path)
+
+
+def skinned(asset: usd_io.Asset, motion: sim.Motion) -> np.ndarray:
+    return sim.skin_motion(asset.rig, motion)[0]
+
+
+def assert_matches_reference(asset: usd_io.Asset, path, clips=None, bind_tol: float = EXACT_TOL) -> dict[str, float]:
+    """Rest pose, bind pose and every key time of every clip against the reference; returns max errors / height."""
+    height = ref.reference_model_height(path)
+    errors = {}
+    bind = asset.rig.merged_mesh().points
+    np.testing.assert_allclose(bind, ref.reference_bind_points(path), rtol=0, atol=bind_tol * height)
+    errors["bind"] = np.abs(bind - ref.reference_bind_points(path)).max() / height
+    rest = skinned(asset, sim.Motion.rest(asset.rig))[0]
+    np.testing.assert_allclose(rest, ref.reference_skinned_points(path), rtol=0, atol=SKIN_TOL * height)
+    errors["rest"] = np.abs(rest - ref.reference_skinned_points(path)).max() / height
+    names = ref.reference_clip_names(path) if clips is None else clips
+    assert list(asset.clips) == ref.reference_clip_names(path)
+    for name in names:
+        clip = asset.clips[name]
+        times = ref.reference_key_times(path, name)
+        np.testing.assert_array_equal(clip.times, times)  # keys keep their times
+        ours = skinned(asset, clip)
+        expected = np.stack([ref.reference_skinned_points(path, name, t) for t in times])
+        np.testing.assert_allclose(ours, expected, rtol=0, atol=SKIN_TOL * height, err_msg=f"clip {name}")
+        errors[name] = np.abs(ours - expected).max() / height
+    return errors
+
+
+def gltf_json(path: Path) -> dict:
+    data = path.read_bytes()
+    if data[:4] == b"glTF":
+        length = struct.unpack_from("<I", data, 12)[0]
+        return json.loads(data[20 : 20 + length])
+    return json.loads(data)
+
+
+# -- the shared sample assets -----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def fox_path(assets_dir) -> Path:
+    return assets_dir / "gltf" / "Fox.glb"
+
+
+@pytest.fixture(scope="module")
+def simple_skin_path(assets_dir) -> Path:
+    return assets_dir / "gltf" / "SimpleSkin.gltf"
+
+
+def test_fox_facts(fox_path):
+    asset = _read_cached(str(fox_path))
+    doc = gltf_json(fox_path)
+    position = doc["accessors"][doc["meshes"][0]["primitives"][0]["attributes"]["POSITION"]]
+    assert asset.rig.joint_count == 24
+    assert asset.rig.joint_names[0] == "_rootJoint"  # the non-joint node "root" above it is folded in
+    assert list(asset.clips) == ["Survey", "Walk", "Run"]
+    assert asset.rig.merged_mesh().vertex_count == position["count"] == 1728
+    assert asset.source_meters_per_unit == 1.0
+    assert asset.source == str(fox_path)
+    # Y-up -> Z-up: glTF Y extent (the fox's height, ~79 units) becomes Z; its ~155-unit body length along
+    # glTF Z becomes our Y. No rescaling.
+    lo, hi = np.array(position["min"]), np.array(position["max"])
+    np.testing.assert_allclose(asset.rig.height(), hi[1] - lo[1], rtol=1e-6)
+    pts = asset.rig.merged_mesh().points
+    np.testing.assert_allclose(np.ptp(pts[:, 1]), hi[2] - lo[2], rtol=1e-6)
+    assert 150 < np.ptp(pts[:, 1]) < 160 and 75 < asset.rig.height() < 85
+    for clip in asset.clips.values():
+        assert clip.fps == 24.0  # keys every 1/24 s
+        assert clip.translations is not None  # b_Hip_01 (not the root joint) has a translation channel
+
+
+@pytest.mark.parametrize("clip", ["Survey", "Walk", "Run"])
+def test_fox_clip_matches_reference(fox_path, clip):
+    errors = assert_matches_reference(_read_cached(str(fox_path)), fox_path, clips=[clip])
+    assert errors[clip] < SKIN_TOL
+
+
+def test_fox_unanimated_joints_hold_rest(fox_path):
+    asset = _read_cached(str(fox_path))
+    doc = gltf_json(fox_path)
+    animated = {doc["nodes"][c["target"]["node"]]["name"] for c in doc["animations"][0]["channels"]}
+    still = [j for j, n in enumerate(asset.rig.joint_names) if n not in animated]
+    assert {asset.rig.joint_names[j] for j in still} == {"_rootJoint", "b_Root_00", "b_LeftFoot02_018",
+                                                          "b_RightFoot02_022"}  # fmt: skip
+    clip = asset.clips["Survey"]
+    np.testing.assert_allclose(clip.rotations[:, still], np.broadcast_to(asset.rig.rest_rotations[still],
+                               (clip.frame_count, len(still), 4)), atol=EXACT_TOL)  # fmt: skip
+    np.testing.assert_allclose(clip.root_translations, np.broadcast_to(asset.rig.rest_translations[0],
+                               (clip.frame_count, 3)), atol=EXACT_TOL)  # fmt: skip
+
+
+def test_simple_skin_matches_reference(simple_skin_path):
+    asset = _read_cached(str(simple_skin_path))
+    assert asset.rig.joint_names == ("node1", "node2")  # unnamed nodes
+    assert list(asset.clips) == ["animation_0"]
+    clip = asset.clips["animation_0"]
+    assert clip.fps == 2.0 and clip.translations is None
+    # the skinned mesh node is the root joint's parent (identity here): rest root = C
+    np.testing.assert_allclose(asset.rig.rest_rotations[0], [np.sqrt(0.5), 0, 0, np.sqrt(0.5)], atol=EXACT_TOL)
+    assert_matches_reference(asset, simple_skin_path)
+
+
+def test_load_asset_dispatches_to_gltf(fox_path):
+    asset = usd_io.load_asset(fox_path)
+    assert asset.rig.joint_count == 24 and list(asset.clips) == ["Survey", "Walk", "Run"]
+
+
+# -- synthetic characters ---------------------------------------------------------------------------------------
+CHARACTERS = {
+    "folded": B.folded_character,
+    "rigid": B.rigid_character,
+    "forest": B.forest_character,
+    "minimal": B.minimal_skin,
+}
+
+
+@pytest.mark.parametrize("mode", ["data", "external", "glb"])
+@pytest.mark.parametrize("name", list(CHARACTERS))
+def test_synthetic_character_matches_reference(tmp_path, name, mode):
+    path = CHARACTERS[name]().write(tmp_path / f"{name}.{'glb' if mode == 'glb' else 'gltf'}", mode)
+    asset = read_quiet(path)
+    assert_matches_reference(asset, path, bind_tol=BIND_TOL if name == "rigid" else EXACT_TOL)
+
+
+def test_container_variants_are_identical(tmp_path):
+    builder = B.folded_character()
+    assets = [read_gltf(builder.write(tmp_path / f"a{i}.{ext}", mode))
+              for i, (ext, mode) in enumerate([("gltf", "data"), ("gltf", "external"), ("glb", "glb")])]  # fmt: skip
+    for other in assets[1:]:
+        np.testing.assert_array_equal(other.rig.inverse_bind_matrices, assets[0].rig.inverse_bind_matrices)
+        np.testing.assert_array_equal(other.rig.merged_mesh().points, assets[0].rig.merged_mesh().points)
+        for name, clip in assets[0].clips.items():
+            np.testing.assert_array_equal(other.clips[name].rotations, clip.rotations)
+
+
+def test_folded_character_structure(tmp_path):
+    asset = read_gltf(B.folded_character().write(tmp_path / "f.glb"))
+    rig = asset.rig
+    # skin joints listed shuffled -> depth-first order; duplicate "spine" and the unnamed node get unique names
+    assert rig.joint_names == ("hips", "spine", "spine_1", "node1", "tail")
+    np.testing.assert_array_equal(rig.parents, [-1, 0, 1, 2, 0])
+    (mesh,) = rig.meshes
+    assert mesh.name == "body"
+    assert mesh.vertex_count == 12 + 6 + 8  # three primitives, vertex order kept
+    assert len(mesh.triangles) == 10 + 2 + 6  # indexed, non-indexed, strip of 8 vertices
+    assert mesh.influence_count == 8  # JOINTS_0 + JOINTS_1
+    # uniform scales (Armature 0.5, hips 2, the unnamed tip 1.5) are pushed into translations; the file's inverse
+    # bind matrices hold the inverse bind-pose scales, which the pushed-down scale cancels: ours are rigid
+    scale = np.cbrt(np.linalg.det(rig.inverse_bind_matrices[:, :3, :3]))
+    np.testing.assert_allclose(scale, 1.0, rtol=1e-6)
+    # the root sits at Armature (t, Rz(0.52), scale 0.5) applied to Offset + hips translations (0, 0.1 + 1, 0)
+    a = 0.52
+    hips = np.array([0.3, 0, -0.2]) + 0.5 * 1.1 * np.array([-np.sin(a), np.cos(a), 0])
+    np.testing.assert_allclose(rig.rest_translations[0], C @ hips, atol=1e-12)
+    # below hips the accumulated scale is 0.5 * 2 = 1: local translations keep their glTF values
+    np.testing.assert_allclose(rig.rest_translations[2:4], [[0, 0.5, 0], [0, 0.4, 0]], atol=1e-12)
+    assert list(asset.clips) == ["Wave", "animation_1"]
+    assert asset.clips["Wave"].fps == 10.0  # min key spacing 0.1 s (float32)
+    assert asset.clips["Wave"].translations is not None  # a non-root joint is translated
+    assert asset.clips["animation_1"].fps == 30.0
+    assert asset.clips["animation_1"].translations is None  # only an ancestor of the root moves
+
+
+def test_forest_promotes_common_ancestor(tmp_path):
+    asset = read_gltf(B.forest_character().write(tmp_path / "forest.gltf"))
+    assert asset.rig.joint_names == ("Armature", "legL", "footL", "legR", "footR")
+    np.testing.assert_array_equal(asset.rig.parents, [-1, 0, 1, 0, 3])
+
+
+def read_recording(path) -> tuple[usd_io.Asset, list[str]]:
+    """read_gltf and the messages of the GltfWarnings it emitted."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asset = read_gltf(path)
+    return asset, [str(w.message) for w in caught if issubclass(w.category, GltfWarning)]
+
+
+def test_rigid_meshes_become_single_joint_skins(tmp_path):
+    asset, messages = read_recording(B.rigid_character().write(tmp_path / "rigid.gltf"))
+    assert (
+        len(messages) == 1 and "nodes[4]: mesh of nodes[4] 'lamp' has no skin and is not below a joint" in messages[0]
+    )
+    assert [m.name for m in asset.rig.meshes] == ["prop", "prop_1", "body"]
+    for mesh in asset.rig.meshes[:2]:
+        np.testing.assert_array_equal(mesh.influence_joints, 1)  # both props ride on "arm"
+        np.testing.assert_array_equal(mesh.influence_weights, 1.0)
+    _, messages = read_recording(B.rigid_character(animate_holder=True).write(tmp_path / "rigid_anim.gltf"))
+    assert any("animation of nodes[0] 'holder' below a joint and above a rigid mesh ignored" in m for m in messages)
+
+
+# -- accessors ---------------------------------------------------------------------------------------------------
+def single_joint_file(tmp_path, position: dict, raw) -> Path:
+    """A one-joint skin whose POSITION accessor is written with ``B.GltfBuilder.accessor(raw, **position)``."""
+    b = B.GltfBuilder()
+    joint = b.node("j")
+    count = len(np.asarray(raw))
+    prim = {"attributes": {"POSITION": b.accessor(raw, **position),
+                           "JOINTS_0": b.accessor(np.zeros((count, 4)), B.UBYTE),
+                           "WEIGHTS_0": b.accessor(np.tile([1.0, 0, 0, 0], (count, 1)))}}  # fmt: skip
+    b.roots(joint, b.node("m", mesh=b.mesh([prim]), skin=b.skin([joint])))
+    return b.write(tmp_path / "single.glb")
+
+
+RAW = np.array([[0, 1, 2], [127, -128, 5], [3, 100, -1]])
+
+
+@pytest.mark.parametrize(
+    ("ctype", "normalized", "expected"),
+    [
+        (B.FLOAT, False, RAW.astype(float)),
+        (B.BYTE, False, RAW),
+        (B.BYTE, True, np.maximum(RAW / 127.0, -1.0)),  # -128 clamps to -1
+        (B.SHORT, True, RAW / 32767.0),
+        (B.UBYTE, True, np.abs(RAW) / 255.0),
+        (B.USHORT, True, np.abs(RAW) / 65535.0),
+        (B.USHORT, False, np.abs(RAW)),
+        (B.UINT, False, np.abs(RAW)),
+    ],
+)
+def test_accessor_component_types(tmp_path, ctype, normalized, expected):
+    raw = np.abs(RAW) if ctype in (B.UBYTE, B.USHORT, B.UINT) else RAW
+    asset = read_gltf(single_joint_file(tmp_path, {"ctype": ctype, "normalized": normalized}, raw))
+    np.testing.assert_allclose(asset.rig.meshes[0].points, expected @ C.T, rtol=0, atol=EXACT_TOL)
+
+
+def test_accessor_stride_offset_and_sparse(tmp_path):
+    base = np.arange(18.0).reshape(6, 3)  # 6 vertices: two non-indexed triangles
+    zeros = np.zeros((6, 3))
+    cases = [
+        ({"stride": 20, "offset": 8}, base, base),  # interleaved, with an accessor byteOffset
+        ({"ctype": B.SHORT, "stride": 8}, base, base),  # 6-byte elements padded to 8
+        ({"sparse": ([1, 4], [[-1, -2, -3], [7, 8, 9]])}, base, [base[0], [-1, -2, -3], *base[2:4], [7, 8, 9],
+                                                                 base[5]]),
+        ({"sparse": ([3], [[1, 2, 3]]), "view": False}, zeros, [[0, 0, 0]] * 3 + [[1, 2, 3]] + [[0, 0, 0]] * 2),
+        ({"view": False}, zeros, zeros),
+        ({"sparse": ([0, 2], [[4, 4, 4], [5, 5, 5]]), "index_ctype": B.UBYTE}, base, [[4, 4, 4], base[1], [5, 5, 5],
+                                                                                       *base[3:]]),
+    ]  # fmt: skip
+    for position, raw, expected in cases:
+        asset = read_gltf(single_joint_file(tmp_path, position, raw))
+        np.testing.assert_allclose(
+            asset.rig.meshes[0].points, np.array(expected) @ C.T, atol=EXACT_TOL, err_msg=str(position)
+        )
+
+
+# -- samplers against analytic curves ------------------------------------------------------------------------
+def test_samplers_match_analytic_curves(tmp_path):
+    """CUBICSPLINE reproduces a cubic exactly (tangents = derivative, scaled by the key interval); LINEAR slerp
+    about a fixed axis is linear in angle; STEP holds; channels clamp outside their keys."""
+    b = B.GltfBuilder()
+    child = b.node("child", translation=[0, 1, 0])
+    root = b.node("root", children=[child])
+    b.roots(root)
+    b.skin([root, child])
+    key_t = np.array([0.0, 0.5, 1.5, 2.0])
+    x = key_t**3 - 2 * key_t
+    dx = 3 * key_t**2 - 2
+    cubic = np.stack([np.stack([dx, np.zeros(4), np.zeros(4)], 1), np.stack([x, np.zeros(4), np.zeros(4)], 1),
+                      np.stack([dx, np.zeros(4), np.zeros(4)], 1)], axis=1)  # fmt: skip
+    b.animation("A", [
+        (root, "translation", key_t, cubic, "CUBICSPLINE"),
+        (child, "rotation", [0.25, 1.75], [B.quat_axis_angle([0, 0, 1], 0.0), B.quat_axis_angle([0, 0, 1], 1.2)],
+         "LINEAR"),
+        (child, "translation", [0.0, 1.0], [[0, 1, 0], [0.5, 2, 0]], "STEP"),
+    ])  # fmt: skip
+    clip = read_gltf(b.write(tmp_path / "s.gltf")).clips["A"]
+    t = np.array([0.0, 0.25, 0.5, 1.0, 1.5, 1.75, 2.0])
+    np.testing.assert_array_equal(clip.times, t)
+    gltf_root = np.stack([t**3 - 2 * t, 0 * t, 0 * t], axis=1)
+    np.testing.assert_allclose(clip.root_translations, gltf_root @ C.T, atol=1e-12)
+    angle = 1.2 * np.clip((t - 0.25) / 1.5, 0.0, 1.0)
+    # local rotations below the root are glTF's own (C cancels between parent and child)
+    np.testing.assert_allclose(clip.rotations[:, 1], axis_angle_to_quat(angle[:, None] * [0, 0, 1]), atol=1e-12)
+    step = np.where(t[:, None] < 1.0, [0, 1, 0], [0.5, 2, 0])
+    np.testing.assert_allclose(clip.translations[:, 1], step, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("spacing", "fps"),
+    [(1 / 24, 24.0), (1 / 29.97, 30.0), (1 / 60, 60.0), (0.5, 2.0), (1 / 7, 7.0), (0.3, 1 / 0.3)],
+)
+def test_clip_fps_from_key_spacing(tmp_path, spacing, fps):
+    times = np.arange(4) * spacing
+    clip = read_gltf(B.minimal_skin(times=times).write(tmp_path / "m.glb")).clips["Bend"]
+    np.testing.assert_allclose(clip.fps, fps, rtol=1e-6)
+
+
+# -- repairs and warnings -------------------------------------------------------------------------------------
+def test_unnormalized_weights_are_renormalized(tmp_path):
+    path = B.minimal_skin(weight_scale=0.5).write(tmp_path / "w.gltf")
+    with pytest.warns(sim.RigWarning, match="renormalized"):
+        asset = read_gltf(path)
+    np.testing.assert_allclose(asset.rig.meshes[0].influence_weights.sum(axis=1), 1.0, atol=EXACT_TOL)
+    assert_matches_reference(asset, path)  # the reference normalizes weights too
+
+
+def _with_scale_channel(values) -> B.GltfBuilder:
+    b = B.minimal_skin()
+    b.doc["nodes"][0]["scale"] = [2.0, 2.0, 2.0]  # the tip joint has a uniform rest scale
+    b.animation("Grow", [(0, "scale", [0.0, 1.0], values, "LINEAR"), (0, "rotation", [0.0, 0.5], [[0, 0, 0, 1],
+                B.quat_axis_angle([1, 0, 0], 0.4)], "LINEAR")])  # fmt: skip
+    return b
+
+
+def test_scale_channel_at_rest_scale_is_a_no_op(tmp_path):
+    path = _with_scale_channel([[2, 2, 2], [2, 2, 2]]).write(tmp_path / "s.gltf")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GltfWarning)
+        asset = read_gltf(path)
+    assert_matches_reference(asset, path)
+
+
+def test_scale_animation_is_ignored_with_a_warning(tmp_path):
+    b = _with_scale_channel([[2, 2, 2], [3, 3, 3]])
+    path = b.write(tmp_path / "s.gltf")
+    with pytest.warns(GltfWarning, match=r"animations\[1\]\.channels\[0\]: scale animation of nodes\[0\] 'tip'"):
+        asset = read_gltf(path)
+    # equals glTF skinning of the same file without the scale channel (its key times stay in the clip)
+    b.doc["animations"][1]["channels"][0]["target"]["path"] = "weights"
+    stripped = b.write(tmp_path / "stripped.gltf")
+    clip = asset.clips["Grow"]
+    for k, t in enumerate(clip.times):
+        expected = ref.reference_skinned_points(stripped, "Grow", t)
+        np.testing.assert_allclose(skinned(asset, clip)[k], expected, atol=SKIN_TOL * ref.reference_model_height(path))
+
+
+def test_morph_weight_channels_are_ignored_with_a_warning(tmp_path):
+    b = B.minimal_skin()
+    b.animation("Morph", [(2, "weights", [0.0, 0.4], [0.0, 1.0], "LINEAR")])
+    with pytest.warns(GltfWarning, match="morph target weights channel"):
+        asset = read_gltf(b.write(tmp_path / "m.gltf"))
+    np.testing.assert_array_equal(
+        asset.clips["Morph"].times, [0.0, np.float32(0.4)]
+    )  # keys kept; the pose is the rest pose
+    np.testing.assert_allclose(asset.clips["Morph"].rotations[1], asset.rig.rest_rotations, atol=EXACT_TOL)
+
+
+def test_triangle_strips_fans_and_skipped_primitives(tmp_path):
+    b = B.GltfBuilder()
+    joint = b.node("j")
+    pts = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0], [0, 2, 0]], dtype=float)
+
+    def prim(mode):
+        return {"attributes": {"POSITION": b.accessor(pts), "JOINTS_0": b.accessor(np.zeros((5, 4)), B.UBYTE),
+                               "WEIGHTS_0": b.accessor(np.tile([1.0, 0, 0, 0], (5, 1)))}, "mode": mode}  # fmt: skip
+
+    b.roots(joint, b.node("m", mesh=b.mesh([prim(5), prim(6), prim(0), prim(1)]), skin=b.skin([joint])))
+    asset, messages = read_recording(b.write(tmp_path / "modes.gltf"))
+    assert ["POINTS primitive skipped" in messages[0], "LINES primitive skipped" in messages[1]] == [True, True]
+    mesh = asset.rig.meshes[0]
+    assert mesh.vertex_count == 10  # the POINTS and LINES primitives (and their vertices) are dropped
+    strip = [[0, 1, 2], [1, 3, 2], [2, 3, 4]]  # glTF: (i, i+1+i%2, i+2-i%2)
+    fan = [[6, 7, 5], [7, 8, 5], [8, 9, 5]]  # glTF: (i+1, i+2, 0), offset by the strip's 5 vertices
+    np.testing.assert_array_equal(mesh.triangles, strip + fan)
+
+
+def test_scene_selection(tmp_path):
+    b = B.minimal_skin()
+    b.doc["scenes"].append({"nodes": [1]})  # the skeleton only, no mesh
+    path = b.write(tmp_path / "scenes.gltf")
+    assert len(read_gltf(path).rig.meshes) == 1
+    assert read_gltf(path, scene=1).rig.meshes == ()
+    with pytest.raises(InputError, match=r"scene: scene 2 does not exist \(2 scenes\)"):
+        read_gltf(path, scene=2)
+
+
+# -- malformed input ---------------------------------------------------------------------------------------------
+def _mutate(doc_edit):
+    def build(tmp_path: Path) -> Path:
+        b = B.minimal_skin()
+        doc_edit(b.doc)
+        return b.write(tmp_path / "bad.gltf")
+
+    return build
+
+
+def _edit(path: str, value):
+    """A doc edit setting the field at dotted ``path`` (list indices as digits) to ``value``."""
+
+    def apply(doc):
+        *head, last = [int(p) if p.isdigit() else p for p in path.split(".")]
+        target = doc
+        for key in head:
+            target = target[key]
+        target[last] = value
+
+    return apply
+
+
+def _raw_file(name: str, data: bytes):
+    def build(tmp_path: Path) -> Path:
+        path = tmp_path / name
+        path.write_bytes(data)
+        return path
+
+    return build
+
+
+def _truncated_glb(cut: int):
+    def build(tmp_path: Path) -> Path:
+        path = B.minimal_skin().write(tmp_path / "full.glb")
+        data = path.read_bytes()
+        out = tmp_path / "cut.glb"
+        out.write_bytes(data[: cut if cut >= 0 else len(data) + cut])
+        return out
+
+    return build
+
+
+def _external_missing(tmp_path: Path) -> Path:
+    path = B.minimal_skin().write(tmp_path / "ext.gltf", "external")
+    (tmp_path / "ext data.bin").unlink()
+    return path
+
+
+def _two_skins(differ: bool):
+    """A second mesh node with a second skin over the same joints (listed reversed when ``differ``, so the
+    shared inverse bind matrix accessor binds each joint with the other joint's matrix)."""
+
+    def edit(doc):
+        skin = dict(doc["skins"][0])
+        if differ:
+            skin["joints"] = skin["joints"][::-1]
+        doc["skins"].append(skin)
+        doc["nodes"].append({"mesh": 0, "skin": len(doc["skins"]) - 1})
+        doc["scenes"][0]["nodes"].append(len(doc["nodes"]) - 1)
+
+    return edit
+
+
+def _disjoint(doc):
+    doc["nodes"].append({"name": "other"})
+    doc["nodes"][1]["children"] = []  # "tip" becomes a second scene root
+    doc["scenes"][0]["nodes"].append(0)
+
+
+BAD_FILES = {
+    "empty glb": (_raw_file("e.glb", b""), "header", "truncated GLB"),
+    "short header": (_truncated_glb(11), "header", "truncated GLB"),
+    "truncated chunk header": (_truncated_glb(16), "header.length", "truncated"),
+    "truncated body": (_truncated_glb(-9), "header.length", "truncated"),
+    "not glb": (_raw_file("x.glb", b"GIF89a" + b"\0" * 40), "header", "not a GLB file"),
+    "bad JSON": (_raw_file("x.gltf", b'{"asset": {"version": "2.0"},'), "JSON", "invalid JSON at line 1"),
+    "not UTF-8": (_raw_file("x.gltf", b'{"asset": "\xff"}'), "JSON", "not UTF-8"),
+    "JSON array": (_raw_file("x.gltf", b"[1, 2]"), "JSON", "top level must be an object"),
+    "version 1": (_mutate(_edit("asset.version", "1.0")), "asset.version", "unsupported glTF version"),
+    "missing buffer file": (_external_missing, "buffers[0].uri", "cannot read buffer file"),
+    "bad base64": (
+        _mutate(_edit("buffers", [{"byteLength": 8, "uri": "data:x;base64,@@@@"}])),
+        "buffers[0].uri",
+        "invalid base64",
+    ),
+    "short buffer": (_mutate(lambda d: None), None, None),  # placeholder replaced below
+    "accessor bufferView missing": (
+        _mutate(_edit("accessors.3.bufferView", 9)),
+        "accessors[3]",
+        "bufferView 9 does not exist (7 bufferViews)",
+    ),
+    "accessor out of view": (_mutate(_edit("accessors.0.count", 1000)), "accessors[0]", "needs 12000 bytes"),
+    "stride too small": (
+        _mutate(_edit("bufferViews.0.byteStride", 4)),
+        "bufferViews[0].byteStride",
+        "smaller than the element size 12",
+    ),
+    "view out of buffer": (_mutate(_edit("bufferViews.0.byteLength", 10**6)), "bufferViews[0]", "exceeds buffers[0]"),
+    "bad componentType": (_mutate(_edit("accessors.0.componentType", 5124)), "accessors[0]", "componentType 5124"),
+    "normalized float": (_mutate(_edit("accessors.0.normalized", True)), "accessors[0]", "normalized is only"),
+    "sparse index out of range": (
+        _mutate(
+            _edit(
+                "accessors.0.sparse",
+                {"count": 1, "indices": {"bufferView": 3, "componentType": 5125}, "values": {"bufferView": 0}},
+            )
+        ),
+        "accessors[0].sparse",
+        "index 65536 >= accessor count 10",
+    ),
+    "wrong type": (_mutate(_edit("nodes.1.translation", "up")), "nodes[1].translation", "must be list"),
+    "child out of range": (_mutate(_edit("nodes.1.children", [7])), "nodes[1].children[0]", "not a valid index"),
+    "two parents": (_mutate(_edit("nodes.2.children", [0])), "nodes[2].children", "already has parent node 1"),
+    "cycle": (_mutate(_edit("nodes.0.children", [1])), "nodes[", "cycle"),
+    "non-uniform joint scale": (
+        _mutate(_edit("nodes.0.scale", [1, 2, 1])),
+        "nodes[0].scale",
+        "nodes[0] 'tip' has scale [1.0, 2.0, 1.0]",
+    ),
+    "non-uniform ancestor matrix": (
+        _mutate(
+            lambda d: (
+                d["nodes"].append(
+                    {"name": "arm", "children": [1], "matrix": [1, 0, 0, 0, 0, 3, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1]}
+                ),
+                d["scenes"][0].update(nodes=[2, 3]),
+            )
+        ),
+        "nodes[3].matrix",
+        "'arm' has scale",
+    ),
+    "mirroring scale": (_mutate(_edit("nodes.1.scale", [-1, -1, -1])), "nodes[1].scale", "uniform positive"),
+    "disjoint joint trees": (_mutate(_disjoint), "skins[0].joints", "2 separate trees"),
+    "joint index beyond skin": (_mutate(_edit("skins.0.joints", [1])), "nodes[2]", "weighted to joint 1 but"),
+    "IBM wrong type": (
+        _mutate(_edit("skins.0.inverseBindMatrices", 0)),
+        "skins[0].inverseBindMatrices",
+        "must hold 2 MAT4",
+    ),
+    "two skins disagree": (_mutate(_two_skins(True)), "skins[1].inverseBindMatrices", "different inverse bind"),
+    "no skin": (_mutate(lambda d: (d.pop("skins"), d["nodes"][2].pop("skin"))), "skins", "no skin"),
+    "keys not increasing": (
+        _mutate(_edit("animations.0.samplers.0.input", 0)),
+        "animations[0].samplers[0].input",
+        "must be SCALAR",
+    ),
+    "output count": (
+        _mutate(_edit("animations.0.samplers.0.interpolation", "CUBICSPLINE")),
+        "animations[0].samplers[0].output",
+        "CUBICSPLINE needs 9",
+    ),
+    "bad interpolation": (
+        _mutate(_edit("animations.0.samplers.0.interpolation", "BEZIER")),
+        "animations[0].samplers[0].interpolation",
+        "unknown interpolation",
+    ),
+    "bad path": (
+        _mutate(_edit("animations.0.channels.0.target.path", "color")),
+        "animations[0].channels[0]",
+        "unknown path 'color'",
+    ),
+    "animated matrix node": (
+        _mutate(_edit("nodes.0.matrix", np.eye(4).ravel().tolist())),
+        "animations[0].channels[0].target",
+        "has a matrix and cannot be animated",
+    ),
+    "bad mode": (_mutate(_edit("meshes.0.primitives.0.mode", 9)), "meshes[0].primitives[0].mode", "unknown"),
+    "index out of range": (
+        _mutate(_edit("meshes.0.primitives.0.indices", 1)),
+        "meshes[0].primitives[0].indices",
+        "must be SCALAR",
+    ),
+    "missing WEIGHTS_1": (
+        _mutate(_edit("meshes.0.primitives.0.attributes.JOINTS_1", 1)),
+        "meshes[0].primitives[0].attributes",
+        "WEIGHTS_1 is missing",
+    ),
+}
+BAD_FILES["short buffer"] = (
+    _mutate(_edit("buffers", [{"byteLength": 10, "uri": "data:x;base64,AAAA"}])),
+    "buffers[0]",
+    "byteLength is 10 but the data has only 3 bytes",
+)
+
+
+def _decreasing_keys(doc):
+    doc["accessors"].append({"bufferView": 2, "componentType": 5126, "count": 3, "type": "SCALAR", "byteOffset": 0})
+    doc["animations"][0]["samplers"][0]["input"] = len(doc["accessors"]) - 1
+
+
+BAD_FILES["keys not increasing"] = (
+    _mutate(_decreasing_keys),
+    "animations[0].samplers[0].input",
+    "key times not strictly increasing",
+)
+
+
+@pytest.mark.parametrize("case", list(BAD_FILES))
+def test_bad_files_raise_input_error(tmp_path, case):
+    build, field, problem = BAD_FILES[case]
+    path = build(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(InputError) as info:
+            read_gltf(path)
+    err = info.value
+    assert err.path == str(path)
+    assert err.field.startswith(field), f"field {err.field!r}, message {err}"
+    assert problem in err.problem, f"message {err}"
+    assert str(err).startswith(f"{path}: {err.field}: ")
+
+
+def test_consistent_skins_share_one_rig(tmp_path):
+    asset = read_gltf(_mutate(_two_skins(False))(tmp_path))
+    assert asset.rig.joint_count == 2 and len(asset.rig.meshes) == 2
+
+
+def test_corrupted_glb_never_leaks_other_exceptions(tmp_path):
+    """Random byte flips and truncations of a valid GLB load or raise InputError, nothing else."""
+    data = B.minimal_skin().write(tmp_path / "ok.glb").read_bytes()
+    rng = np.random.default_rng(5)
+    variants = [data[:cut] for cut in range(0, len(data), 37)]
+    for _ in range(60):
+        corrupt = bytearray(data)
+        for pos in rng.integers(0, len(data), rng.integers(1, 4)):
+            corrupt[pos] = rng.integers(0, 256)
+        variants.append(bytes(corrupt))
+    outcomes = {"ok": 0, "error": 0}
+    path = tmp_path / "corrupt.glb"
+    for variant in variants:
+        path.write_bytes(variant)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                read_gltf(path)
+                outcomes["ok"] += 1
+            except InputError:
+                outcomes["error"] += 1
+    assert outcomes["error"] > 0 and sum(outcomes.values()) == len(variants)

@@ -1,0 +1,257 @@
+"""glTF 2.0 importer: a skinned character and its animation clips as a :class:`usd_io.Asset`.
+
+What comes in (see :mod:`usd_io._gltf_skeleton` for the frame algebra):
+
+* the rig: the joints of the skins used by the scene's skinned meshes (one skeleton; a joint shared by several
+  skins must have one inverse bind matrix), non-joint ancestors and the Y-up -> Z-up rotation folded into the
+  root, uniform scales folded into translations and inverse bind matrices. Units stay glTF metres
+  (``source_meters_per_unit = 1``), so a model authored in other units keeps its numbers.
+* meshes: one :class:`sim.SkinnedMesh` per mesh node of the scene, in depth-first order, its primitives
+  concatenated (vertex order kept). The skinned mesh node's own transform is ignored (glTF spec). A mesh without
+  a skin whose node lies in the root joint's subtree becomes a one-joint skin (weight 1 on its nearest joint
+  ancestor-or-self, points moved to that joint's bind pose); other unskinned meshes are skipped with a warning.
+* clips: every animation, in file order, named by its ``name`` (``animation_<i>`` when unnamed, repeats made
+  unique). A clip's samples are the union of its channels' key times, each channel evaluated with its own
+  interpolation (keys keep their times; no resampling). Unanimated joints hold their rest values. Animated
+  non-joint ancestors are folded into the root channels. Joint translations go to ``Motion.translations`` only
+  when some non-root joint moves away from its rest translation. Scale channels are honoured only when they hold
+  the rest scale (a no-op); any other scale animation is ignored with a warning, as are morph ``weights``
+  channels and animation of nodes between a joint and a rigid mesh.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from sim import Motion, Rig, RigError, SkinnedMesh
+from sim.rotations import transform_matrix
+
+from ._gltf_animation import Channel, nominal_fps, read_animation, sample_channel
+from ._gltf_document import GltfDocument, GltfWarning
+from ._gltf_meshes import read_mesh
+from ._gltf_nodes import UNIFORM_SCALE_TOLERANCE, NodeTree, read_nodes
+from ._gltf_skeleton import Y_UP_TO_Z_UP, Skeleton, build_skeleton, inverse_bind_matrices, unique_names
+from .asset import Asset
+from .errors import InputError
+
+__all__ = ["GltfWarning", "read_gltf"]
+
+TRANSLATION_TOLERANCE = 1e-6
+"""Relative (to the longest bone) change of a non-root joint's translation that makes a clip carry translations."""
+
+
+def read_gltf(path: str | Path, *, scene: int | None = None) -> Asset:
+    """Reads a skinned character and its animations from a ``.gltf`` or ``.glb`` file.
+
+    Args:
+        path: the file.
+        scene: index of the scene to import; default: the file's ``scene``, else scene 0, else every root node.
+
+    Returns:
+        The asset: the rig (Z-up skeleton space, glTF metres), every animation as a :class:`sim.Motion` by name
+        in file order, ``source_meters_per_unit = 1.0``.
+
+    Raises:
+        InputError: malformed file or unsupported content (non-uniform scale at or above joints, joint trees with
+            no common ancestor, no skin), naming the file and the field.
+
+    Warns:
+        GltfWarning: ignored content (scale and morph animation, unattached rigid meshes, POINTS/LINES
+            primitives); sim.RigWarning: skin weights renormalized.
+    """
+    path = Path(path)
+    try:
+        return _read(GltfDocument.load(path), scene)
+    except InputError:
+        raise
+    except RigError as e:
+        raise InputError(path, "skins", str(e)) from None
+    except (KeyError, TypeError, IndexError, ValueError, AttributeError, OverflowError, struct.error) as e:
+        raise InputError(path, "document", f"malformed glTF ({type(e).__name__}: {e})") from e
+
+
+def _read(doc: GltfDocument, scene: int | None) -> Asset:
+    tree = read_nodes(doc)
+    scene_nodes = tree.preorder(_scene_roots(doc, tree, scene))
+    nodes = doc.table("nodes")
+    mesh_nodes = [n for n in scene_nodes if doc.get_index(nodes[n], "mesh", f"nodes[{n}]", "meshes", None) is not None]
+    skins: list[int] = []
+    for n in mesh_nodes:
+        s = doc.get_index(nodes[n], "skin", f"nodes[{n}]", "skins", None)
+        if s is not None and s not in skins:
+            skins.append(s)
+    if not skins:
+        skins = list(range(len(doc.table("skins"))))
+    if not skins:
+        raise doc.error("skins", "the file has no skin: nothing to rig (node animation without a skin is unsupported)")
+    skeleton = build_skeleton(doc, tree, skins)
+    rest_rot, rest_pos = skeleton.world_frames(tree, tree.local_matrices(skeleton.pose_nodes))
+    rest_world = transform_matrix(rest_pos[0], rest_rot[0])
+    ibm = inverse_bind_matrices(doc, tree, skeleton, skins, rest_world)
+    local_rot, local_trans = skeleton.local_frames(rest_rot, rest_pos)
+    meshes = _meshes(doc, tree, skeleton, ibm, mesh_nodes)
+    rig = Rig(skeleton.names, skeleton.parents, local_trans[0], local_rot[0], ibm, meshes, name=doc.path.stem)
+    animations = [read_animation(doc, a) for a in range(len(doc.table("animations")))]
+    names = unique_names([name or f"animation_{a}" for a, (name, _) in enumerate(animations)])
+    clips = {
+        name: _clip(doc, tree, skeleton, rig, channels, name, mesh_nodes)
+        for name, (_, channels) in zip(names, animations)
+    }
+    return Asset(rig, clips, str(doc.path), 1.0)
+
+
+def _scene_roots(doc: GltfDocument, tree: NodeTree, scene: int | None) -> list[int]:
+    scenes = doc.table("scenes")
+    if scene is None:
+        scene = doc.get_index(doc.json, "scene", "document", "scenes", 0 if scenes else None)
+        if scene is None:
+            return [n for n in range(tree.node_count) if tree.parents[n] < 0]
+    elif isinstance(scene, bool) or not isinstance(scene, int) or not 0 <= scene < len(scenes):
+        raise doc.error("scene", f"scene {scene!r} does not exist ({len(scenes)} scenes)")
+    return doc.get_index_list(scenes[scene], "nodes", f"scenes[{scene}]", "nodes", [])
+
+
+def _meshes(
+    doc: GltfDocument, tree: NodeTree, skeleton: Skeleton, ibm: np.ndarray, mesh_nodes: list[int]
+) -> list[SkinnedMesh]:
+    """One SkinnedMesh per mesh node (skinned, or rigid under the skeleton's root)."""
+    nodes = doc.table("nodes")
+    index = skeleton.index()
+    out: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    for n in mesh_nodes:
+        node = nodes[n]
+        m = node["mesh"]
+        skin = doc.get_index(node, "skin", f"nodes[{n}]", "skins", None)
+        name = doc.get_str(doc.table("meshes")[m], "name", f"meshes[{m}]", None) or tree.names[n] or f"mesh{n}"
+        if skin is None:
+            joint = next((index[a] for a in [n, *tree.ancestors(n)] if a in index), None)
+            if joint is None:
+                doc.warn(f"nodes[{n}]", f"mesh of {tree.label(n)} has no skin and is not below a joint: skipped")
+                continue
+            data = read_mesh(doc, m, node, n, skinned=False)
+            rel = _relative_matrix(tree, skeleton.nodes[joint], n)
+            to_bind = np.linalg.inv(ibm[joint]) @ np.diag([skeleton.scales[joint]] * 3 + [1.0]) @ rel
+            points = data.points @ to_bind[:3, :3].T + to_bind[:3, 3]
+            joints = np.full((len(points), 1), joint)
+            weights = np.ones((len(points), 1))
+        else:
+            data = read_mesh(doc, m, node, n, skinned=True)
+            points = data.points @ Y_UP_TO_Z_UP[:3, :3].T
+            joints, weights = _remap_influences(doc, skeleton, skin, n, data.joints, data.weights)
+        out.append((name, points, data.triangles, joints, weights))
+    names = unique_names([o[0] for o in out])
+    return [SkinnedMesh(nm, p, t, j, w, joint_count=skeleton.joint_count) for nm, (_, p, t, j, w) in zip(names, out)]
+
+
+def _relative_matrix(tree: NodeTree, top: int, node: int) -> np.ndarray:
+    """Product of the rest local matrices on the path strictly below ``top`` down to ``node`` (identity if equal)."""
+    chain = [node, *tree.ancestors(node)]
+    path = chain[: chain.index(top)][::-1]
+    m = np.eye(4)
+    for k in path:
+        m = m @ tree.local_matrices([k])[0, 0]
+    return m
+
+
+def _remap_influences(
+    doc: GltfDocument, skeleton: Skeleton, skin: int, node: int, joints: np.ndarray, weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Skin-local joint indices -> rig joint indices; vertices without weight go rigidly to the root."""
+    skin_nodes = doc.table("skins")[skin]["joints"]
+    index = skeleton.index()
+    lookup = np.array([index[n] for n in skin_nodes])
+    used = weights > 0
+    if np.any(joints[used] >= len(lookup)):
+        v = int(np.argwhere(used & (joints >= len(lookup)))[0, 0])
+        raise doc.error(
+            f"nodes[{node}]", f"vertex {v} is weighted to joint {joints[v].max()} but skins[{skin}] has {len(lookup)}"
+        )
+    if np.any(weights < 0):
+        v = int(np.argwhere(weights < 0)[0, 0])
+        raise doc.error(f"nodes[{node}]", f"vertex {v} has a negative weight {weights[v].min()}")
+    rig_joints = np.where(used, lookup[np.where(used, joints, 0)], 0)
+    weights = weights.copy()
+    empty = ~used.any(axis=1)
+    if empty.any():
+        doc.warn(f"nodes[{node}]", f"{int(empty.sum())} vertices have no weight: bound rigidly to the root joint")
+        weights[empty, 0] = 1.0
+        rig_joints[empty, 0] = 0
+    return rig_joints, weights
+
+
+def _clip(
+    doc: GltfDocument,
+    tree: NodeTree,
+    skeleton: Skeleton,
+    rig: Rig,
+    channels: list[Channel],
+    name: str,
+    mesh_nodes: list[int],
+) -> Motion:
+    """An animation's channels sampled at the union of their key times, as a Motion of ``rig``."""
+    times = np.unique(np.concatenate([c.times for c in channels])) if channels else np.zeros(1)
+    pose = {n: k for k, n in enumerate(skeleton.pose_nodes)}
+    t = np.broadcast_to(tree.translations[skeleton.pose_nodes], (len(times), len(pose), 3)).copy()
+    q = np.broadcast_to(tree.rotations[skeleton.pose_nodes], (len(times), len(pose), 4)).copy()
+    rigid_paths = _rigid_mesh_paths(doc, tree, skeleton, mesh_nodes)
+    ignored_weights = []
+    seen: dict[tuple[int, str], str] = {}
+    for c in channels:
+        if c.path == "weights":
+            ignored_weights.append(c.where)
+            continue
+        if c.node in tree.matrices:
+            raise doc.error(f"{c.where}.target", f"{tree.label(c.node)} has a matrix and cannot be animated")
+        if c.node not in pose:
+            if c.node in rigid_paths:
+                doc.warn(c.where, f"animation of {tree.label(c.node)} below a joint and above a rigid mesh ignored")
+            continue
+        if (c.node, c.path) in seen:
+            doc.warn(c.where, f"{tree.label(c.node)} {c.path} is also animated by {seen[c.node, c.path]}: last wins")
+        seen[c.node, c.path] = c.where
+        if c.path == "scale":
+            _check_scale_channel(doc, tree, c)
+        elif c.path == "translation":
+            t[:, pose[c.node]] = sample_channel(c, times)
+        else:
+            q[:, pose[c.node]] = sample_channel(c, times)
+    if ignored_weights:
+        doc.warn(ignored_weights[0], f"{len(ignored_weights)} morph target weights channel(s) ignored")
+    world_rot, world_pos = skeleton.world_frames(tree, tree.local_matrices(skeleton.pose_nodes, t, q))
+    rot, trans = skeleton.local_frames(world_rot, world_pos)
+    moved = np.abs(trans[:, 1:] - rig.rest_translations[1:]).max(initial=0.0)
+    bone = max(float(rig.bone_lengths().max()), 1e-12)
+    translations = trans if moved > TRANSLATION_TOLERANCE * bone else None
+    return Motion(nominal_fps(times), trans[:, 0], rot, translations, times=times, name=name)
+
+
+def _check_scale_channel(doc: GltfDocument, tree: NodeTree, channel: Channel) -> None:
+    """Scale animation is supported only as a no-op: it must hold the node's rest scale at every key."""
+    values = channel.values[:, 1] if channel.interpolation == "CUBICSPLINE" else channel.values
+    rest = tree.scales[channel.node]
+    tangents_zero = channel.interpolation != "CUBICSPLINE" or not np.any(channel.values[:, [0, 2]])
+    if tangents_zero and np.abs(values - rest).max() <= UNIFORM_SCALE_TOLERANCE * np.abs(rest).max():
+        return
+    doc.warn(
+        channel.where,
+        f"scale animation of {tree.label(channel.node)} ignored (only the rest scale {rest.tolist()} is supported)",
+    )
+
+
+def _rigid_mesh_paths(doc: GltfDocument, tree: NodeTree, skeleton: Skeleton, mesh_nodes: list[int]) -> set[int]:
+    """Non-joint nodes from a rigid (unskinned) mesh node up to, excluding, its nearest joint."""
+    joints = set(skeleton.nodes)
+    out: set[int] = set()
+    for n in mesh_nodes:
+        if "skin" in doc.table("nodes")[n]:
+            continue
+        chain = []
+        for a in [n, *tree.ancestors(n)]:
+            if a in joints:
+                out.update(chain)
+                break
+            chain.append(a)
+    return out
