@@ -1,0 +1,661 @@
+"""Ground-contact and kinematic plausibility metrics on point trajectories (skinned vertices or joint positions).
+
+Everything here is NumPy on arrays the caller already has (e.g. from :func:`sim.skin_motion` or
+:func:`sim.pose_motion`), so physics, distillation and the audit report the same numbers.
+
+Ground model: a plane ``height(p) = p[up] - ground_height``; a point *penetrates* when its height is negative
+and is *in contact* when its height is at most the contact band (penetrating points are in contact).
+Every detection threshold scales with the character's *size* (the largest extent of its bind-pose bounding box,
+:func:`character_size`), so one config serves a 0.5 m fox, a 1.7 m human and a 155-unit glTF fox alike.
+
+Per-frame arrays have length ``frame_count``. Quantities that need two frames (sliding speeds) describe the step
+from frame ``f - 1`` to frame ``f`` and are stored at index ``f``; index 0 holds no step (zero counts, NaN speeds).
+
+Definitions (all per frame unless stated):
+
+* ``penetration_max``: deepest point below the ground [m] (0 when none is below).
+* ``penetration_mean``: mean depth of the points below the ground [m] (0 when none is below).
+* ``clearance``: height of the lowest point above the ground [m] (0 when it touches or penetrates).
+* ``airborne``: no point within the contact band.
+* ``floating``: airborne frames that no ballistic flight explains: frames of an airborne stretch longer than
+  ``max_flight_time_s``, or of a stretch of at least ``hover_time_s`` in which the lowest point barely moves
+  (speed below the sliding threshold: a body in free flight cannot hold still in the air).
+* foot skate: a point in contact at both ends of a step *slides* when its horizontal speed relative to the
+  ground exceeds ``skate_speed_rel * size`` per second (the ground is static, or moves like a treadmill under
+  in-place locomotion loops: ``ContactConfig.ground_motion``). ``skate_ratio`` is the share of such in-contact
+  point-steps;
+  the summary ``foot_skate_ratio`` pools all steps (the share of in-contact vertex-frames sliding).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from .rotations import quat_conjugate, quat_multiply, quat_normalize, quat_to_axis_angle
+
+__all__ = [
+    "UP_AXES",
+    "ContactConfig",
+    "ContactSlide",
+    "GroundContactMetrics",
+    "JointLimits",
+    "KinematicMetrics",
+    "bone_length_drift",
+    "character_size",
+    "frame_runs",
+    "ground_contact_metrics",
+    "horizontal_axes",
+    "jerk_magnitude",
+    "joint_limit_violations",
+    "joint_limits_from_motions",
+    "kinematic_metrics",
+    "root_chain",
+    "rotation_vectors",
+]
+
+UpAxis = Literal["X", "Y", "Z"]
+GroundMotion = Literal["auto", "static", "treadmill"]
+UP_AXES: dict[str, int] = {"X": 0, "Y": 1, "Z": 2}
+"""Index of each up-axis name."""
+
+
+@dataclass(frozen=True)
+class ContactConfig:
+    """Ground plane and the size-relative thresholds of contact detection.
+
+    Relative values are fractions of the character size (see :func:`character_size`).
+    """
+
+    ground_height: float = 0.0
+    """Height of the ground plane along the up axis [m]."""
+    up_axis: UpAxis = "Z"
+    """World up axis (the toolkit's world is Z-up; importers convert)."""
+    contact_height_rel: float = 0.01
+    """Contact band: a point at most this far above the ground (x size) touches it [unitless]."""
+    skate_speed_rel: float = 0.05
+    """Horizontal speed above which an in-contact point slides [character sizes per second]."""
+    max_flight_time_s: float = 0.6
+    """Airborne stretches longer than this are floating (a standing human jump lasts ~0.5 s) [s]."""
+    hover_time_s: float = 0.1
+    """Airborne stretches whose lowest point stays below the sliding speed this long are floating [s]."""
+    ground_motion: GroundMotion = "auto"
+    """Ground velocity that sliding is measured against: ``"static"``; ``"treadmill"``, one constant horizontal
+    velocity estimated as the median velocity of in-contact points (in-place locomotion loops, whose feet travel
+    backwards while planted); ``"auto"``, treadmill when the clip is in place (see ``in_place_rel``)."""
+    in_place_rel: float = 0.25
+    """``"auto"`` ground motion: the clip is in place when the points' centroid stays within a horizontal box
+    this size (x character size) over the whole clip [unitless]."""
+
+
+def character_size(points: np.ndarray) -> float:
+    """Largest extent of the axis-aligned bounding box of ``points`` [m].
+
+    Args:
+        points: bind-pose vertices or rest joint positions [m], shape (N, 3).
+    """
+    points = np.asarray(points, dtype=np.float64).reshape(-1, 3)
+    if len(points) == 0:
+        raise ValueError("points: need at least one point to measure a character size")
+    return float(np.max(points.max(axis=0) - points.min(axis=0)))
+
+
+def horizontal_axes(up_axis: UpAxis) -> tuple[int, int]:
+    """The two world axes orthogonal to ``up_axis``."""
+    if up_axis not in UP_AXES:
+        raise ValueError(f"up_axis must be one of {tuple(UP_AXES)}, got {up_axis!r}")
+    u = UP_AXES[up_axis]
+    return tuple(a for a in range(3) if a != u)  # type: ignore[return-value]
+
+
+def frame_runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """Maximal runs of True in a 1-D boolean mask as half-open ``[start, stop)`` frame ranges."""
+    mask = np.asarray(mask, dtype=bool).ravel()
+    if not mask.any():
+        return []
+    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    return list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist()))
+
+
+def _times(times, frame_count: int) -> np.ndarray:
+    """Accepts sample times (F,) [s] or a frame rate [1/s]."""
+    if np.ndim(times) == 0:
+        fps = float(times)
+        if not fps > 0:
+            raise ValueError(f"fps must be positive, got {times}")
+        return np.arange(frame_count) / fps
+    t = np.asarray(times, dtype=np.float64)
+    if t.shape != (frame_count,):
+        raise ValueError(f"times: expected shape ({frame_count},), got {t.shape}")
+    if frame_count > 1 and not np.all(np.diff(t) > 0):
+        raise ValueError("times: must be strictly increasing")
+    return t
+
+
+@dataclass(frozen=True)
+class ContactSlide:
+    """One contact phase of one part: consecutive steps in which the part has points in contact.
+
+    Attributes:
+        part: part label (e.g. the dominant joint index).
+        start: first frame of the phase (its points touch from frame ``start`` on).
+        stop: one past the last frame of the phase.
+        distance_m: net horizontal displacement of the part's contact points relative to the ground over the
+            phase (the integral of their median velocity) [m].
+        duration_s: phase duration [s].
+    """
+
+    part: int
+    start: int
+    stop: int
+    distance_m: float
+    duration_s: float
+
+
+@dataclass
+class GroundContactMetrics:
+    """Ground contact of a point trajectory: per-frame arrays (length F), per-part arrays (F, P), summaries.
+
+    Attributes:
+        size: character size the thresholds scale with [m].
+        contact_height: contact band above the ground [m].
+        skate_speed_threshold: sliding speed threshold [m/s].
+        ground_velocity: horizontal velocity of the ground sliding is measured against [m/s], shape (3,)
+            (non-zero only for treadmill ground motion).
+        times: sample times [s], shape (F,).
+        penetration_max: deepest penetration [m], shape (F,).
+        penetration_mean: mean depth of penetrating points [m], shape (F,).
+        penetration_count: number of points below the ground, shape (F,).
+        penetration_label: part label of the deepest penetrating point (-1 when none), shape (F,).
+        lowest_height: signed height of the lowest point above the ground [m], shape (F,).
+        clearance: ``max(lowest_height, 0)`` [m], shape (F,).
+        contact_count: points within the contact band, shape (F,).
+        airborne: no point within the contact band, shape (F,).
+        floating: airborne and not explained by a ballistic flight (module docstring), shape (F,).
+        floating_height: clearance on floating frames, 0 elsewhere [m], shape (F,).
+        skate_contact_count: points in contact at both ends of the step ``f-1 -> f``, shape (F,).
+        skate_sliding_count: of those, points sliding faster than the threshold, shape (F,).
+        skate_ratio: sliding / in-contact points of the step (0 without contact), shape (F,).
+        skate_speed_max: fastest horizontal speed of an in-contact point [m/s] (NaN without contact), shape (F,).
+        skate_speed_mean: mean horizontal speed of in-contact points [m/s] (NaN without contact), shape (F,).
+        part_penetration: deepest penetration per part [m], shape (F, P).
+        part_skate_velocity: median horizontal velocity (relative to the ground) of each part's in-contact points
+            [m/s] (NaN when the part has none), shape (F, P, 3).
+        part_skate_speed: norm of ``part_skate_velocity`` [m/s], shape (F, P).
+        part_contact_count: in-contact points per part and step, shape (F, P).
+        slides: every contact phase of every part with its net slide (:class:`ContactSlide`), in part order.
+        max_penetration_m: max over frames of ``penetration_max`` [m].
+        mean_penetration_m: mean over frames of ``penetration_max`` [m].
+        max_floating_m: max of ``floating_height`` [m].
+        floating_ratio: share of frames that float.
+        foot_skate_ratio: sliding share of all in-contact point-steps (0 when nothing touches).
+        mean_skate_speed_mps: mean horizontal speed over all in-contact point-steps [m/s] (0 when none).
+        max_skate_speed_mps: fastest in-contact horizontal speed [m/s] (0 when none).
+        max_slide_m: longest net slide of a contact phase [m] (0 when none).
+    """
+
+    size: float
+    contact_height: float
+    skate_speed_threshold: float
+    ground_velocity: np.ndarray
+    times: np.ndarray
+    penetration_max: np.ndarray
+    penetration_mean: np.ndarray
+    penetration_count: np.ndarray
+    penetration_label: np.ndarray
+    lowest_height: np.ndarray
+    clearance: np.ndarray
+    contact_count: np.ndarray
+    airborne: np.ndarray
+    floating: np.ndarray
+    floating_height: np.ndarray
+    skate_contact_count: np.ndarray
+    skate_sliding_count: np.ndarray
+    skate_ratio: np.ndarray
+    skate_speed_max: np.ndarray
+    skate_speed_mean: np.ndarray
+    part_penetration: np.ndarray
+    part_skate_velocity: np.ndarray
+    part_skate_speed: np.ndarray
+    part_contact_count: np.ndarray
+    slides: list[ContactSlide]
+    max_penetration_m: float = 0.0
+    mean_penetration_m: float = 0.0
+    max_floating_m: float = 0.0
+    floating_ratio: float = 0.0
+    foot_skate_ratio: float = 0.0
+    mean_skate_speed_mps: float = 0.0
+    max_skate_speed_mps: float = 0.0
+    max_slide_m: float = 0.0
+
+    def summary(self) -> dict[str, float]:
+        """The scalar metrics by name (JSON-ready floats)."""
+        keys = (
+            "max_penetration_m",
+            "mean_penetration_m",
+            "max_floating_m",
+            "floating_ratio",
+            "foot_skate_ratio",
+            "mean_skate_speed_mps",
+            "max_skate_speed_mps",
+            "max_slide_m",
+        )
+        return {k: float(getattr(self, k)) for k in keys}
+
+
+def ground_contact_metrics(
+    points,
+    times,
+    config: ContactConfig | None = None,
+    *,
+    size: float | None = None,
+    labels=None,
+    label_count: int | None = None,
+) -> GroundContactMetrics:
+    """Ground penetration, floating and foot skate of a point trajectory.
+
+    Args:
+        points: world positions [m], shape (F, N, 3): skinned vertices, joint positions, collider points.
+        times: sample times [s], shape (F,), or a frame rate [1/s] for uniform samples.
+        config: ground plane and detection thresholds (default :class:`ContactConfig`).
+        size: character size [m] the thresholds scale with; default :func:`character_size` of frame 0.
+        labels: part index per point (e.g. the dominant joint of each vertex), shape (N,); default: one part.
+        label_count: number of parts P (default ``labels.max() + 1``).
+
+    Returns:
+        The metrics; see :class:`GroundContactMetrics`.
+
+    Raises:
+        ValueError: wrong shapes, non-finite points, non-increasing times, bad config.
+    """
+    cfg = config or ContactConfig()
+    pts = np.asarray(points, dtype=np.float64)
+    if pts.ndim != 3 or pts.shape[2] != 3 or pts.shape[1] == 0:
+        raise ValueError(f"points: expected shape (frame_count, point_count > 0, 3), got {pts.shape}")
+    if not np.all(np.isfinite(pts)):
+        raise ValueError("points: contains non-finite values")
+    F, N, _ = pts.shape
+    t = _times(times, F)
+    up = UP_AXES.get(cfg.up_axis)
+    if up is None:
+        raise ValueError(f"config.up_axis must be one of {tuple(UP_AXES)}, got {cfg.up_axis!r}")
+    hz = list(horizontal_axes(cfg.up_axis))
+    if size is None:
+        size = character_size(pts[0])
+    if not size > 0:
+        raise ValueError(f"size: must be positive, got {size}")
+    if labels is None:
+        labels = np.zeros(N, dtype=np.int64)
+    labels = np.asarray(labels, dtype=np.int64)
+    if labels.shape != (N,) or (N and labels.min() < 0):
+        raise ValueError(f"labels: expected non-negative integers of shape ({N},), got {labels.shape}")
+    P = int(label_count if label_count is not None else labels.max() + 1)
+    if labels.max() >= P:
+        raise ValueError(f"labels: value {labels.max()} >= label_count {P}")
+
+    band = cfg.contact_height_rel * size
+    v_slide = cfg.skate_speed_rel * size
+    h = pts[..., up] - cfg.ground_height  # (F, N)
+    depth = np.maximum(-h, 0.0)
+    below = h < 0
+    pen_max = depth.max(axis=1)
+    pen_count = below.sum(axis=1)
+    pen_mean = np.where(pen_count > 0, depth.sum(axis=1) / np.maximum(pen_count, 1), 0.0)
+    deepest = depth.argmax(axis=1)
+    pen_label = np.where(pen_count > 0, labels[deepest], -1)
+    lowest_idx = h.argmin(axis=1)
+    lowest = h[np.arange(F), lowest_idx]
+    clearance = np.maximum(lowest, 0.0)
+    contact = h <= band
+    contact_count = contact.sum(axis=1)
+    airborne = contact_count == 0
+
+    # sliding: points in contact at both ends of a step
+    dt = np.diff(t)
+    vel = np.full((F, N, 3), np.nan)  # horizontal velocity relative to the ground of the step f-1 -> f
+    both = np.zeros((F, N), dtype=bool)
+    ground_v = np.zeros(3)
+    if cfg.ground_motion not in ("auto", "static", "treadmill"):
+        raise ValueError(f"config.ground_motion must be 'auto', 'static' or 'treadmill', got {cfg.ground_motion!r}")
+    if F > 1:
+        vel[1:] = (pts[1:] - pts[:-1]) / dt[:, None, None]
+        vel[..., up] = 0.0
+        both[1:] = contact[1:] & contact[:-1]
+        centroid = pts[..., hz].mean(axis=1)
+        in_place = np.max(centroid.max(axis=0) - centroid.min(axis=0)) <= cfg.in_place_rel * size
+        if both.any() and (cfg.ground_motion == "treadmill" or (cfg.ground_motion == "auto" and in_place)):
+            ground_v = np.median(vel[both], axis=0)
+            vel = vel - ground_v
+    speed = np.linalg.norm(vel, axis=-1)
+    contact_speed = np.where(both, speed, np.nan)
+    sliding = both & (speed > v_slide)
+    sk_count = both.sum(axis=1)
+    sk_slide = sliding.sum(axis=1)
+    contact_vel = np.where(both[..., None], vel, np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: frames without contact
+        sk_max = np.nanmax(contact_speed, axis=1)
+        sk_mean = np.nanmean(contact_speed, axis=1)
+        part_vel = np.full((F, P, 3), np.nan)
+        part_count = np.zeros((F, P), dtype=np.int64)
+        part_pen = np.zeros((F, P))
+        for p in np.unique(labels):
+            m = labels == p
+            part_vel[:, p] = np.nanmedian(contact_vel[:, m], axis=1)
+            part_count[:, p] = both[:, m].sum(axis=1)
+            part_pen[:, p] = depth[:, m].max(axis=1)
+    slides = []
+    for p in np.flatnonzero(part_count.sum(axis=0)):
+        for s0, s1 in frame_runs(part_count[:, p] > 0):
+            d = np.linalg.norm((part_vel[s0:s1, p] * dt[s0 - 1 : s1 - 1, None]).sum(axis=0))
+            slides.append(ContactSlide(int(p), s0 - 1, s1, float(d), float(t[s1 - 1] - t[s0 - 1])))
+    sk_ratio = np.where(sk_count > 0, sk_slide / np.maximum(sk_count, 1), 0.0)
+
+    floating = _floating_frames(pts, t, airborne, lowest_idx, v_slide, cfg)
+    float_h = np.where(floating, clearance, 0.0)
+    total_contact = int(sk_count.sum())
+    return GroundContactMetrics(
+        size=float(size),
+        contact_height=float(band),
+        skate_speed_threshold=float(v_slide),
+        ground_velocity=ground_v,
+        times=t,
+        penetration_max=pen_max,
+        penetration_mean=pen_mean,
+        penetration_count=pen_count,
+        penetration_label=pen_label,
+        lowest_height=lowest,
+        clearance=clearance,
+        contact_count=contact_count,
+        airborne=airborne,
+        floating=floating,
+        floating_height=float_h,
+        skate_contact_count=sk_count,
+        skate_sliding_count=sk_slide,
+        skate_ratio=sk_ratio,
+        skate_speed_max=sk_max,
+        skate_speed_mean=sk_mean,
+        part_penetration=part_pen,
+        part_skate_velocity=part_vel,
+        part_skate_speed=np.linalg.norm(part_vel, axis=-1),
+        part_contact_count=part_count,
+        slides=slides,
+        max_penetration_m=float(pen_max.max()),
+        mean_penetration_m=float(pen_max.mean()),
+        max_floating_m=float(float_h.max()),
+        floating_ratio=float(floating.mean()),
+        foot_skate_ratio=float(sk_slide.sum() / total_contact) if total_contact else 0.0,
+        mean_skate_speed_mps=float(np.nansum(contact_speed) / total_contact) if total_contact else 0.0,
+        max_skate_speed_mps=float(np.nanmax(sk_max)) if total_contact else 0.0,
+        max_slide_m=max((sl.distance_m for sl in slides), default=0.0),
+    )
+
+
+def _floating_frames(
+    pts: np.ndarray, t: np.ndarray, airborne: np.ndarray, lowest_idx: np.ndarray, v_still: float, cfg: ContactConfig
+) -> np.ndarray:
+    """Airborne frames that a ballistic flight cannot explain (see the module docstring)."""
+    F = len(t)
+    floating = np.zeros(F, dtype=bool)
+    for start, stop in frame_runs(airborne):
+        # duration of the stretch: from the last supported sample before it to the first after it (clip ends
+        # count as the stretch's own first/last sample)
+        t0 = t[start - 1] if start > 0 else t[start]
+        t1 = t[stop] if stop < F else t[stop - 1]
+        if t1 - t0 > cfg.max_flight_time_s:
+            floating[start:stop] = True
+            continue
+        # hovering: the lowest point (its own trajectory) nearly still for hover_time_s or longer
+        still = np.zeros(stop - start, dtype=bool)
+        for k, f in enumerate(range(start, stop)):
+            i = lowest_idx[f]
+            a, b = max(f - 1, 0), min(f + 1, F - 1)
+            if b == a:
+                continue
+            still[k] = np.linalg.norm(pts[b, i] - pts[a, i]) / (t[b] - t[a]) < v_still
+        for s, e in frame_runs(still):
+            ts = t[start + s - 1] if start + s > 0 else t[start + s]
+            te = t[start + e] if start + e < F else t[start + e - 1]
+            if te - ts >= cfg.hover_time_s:
+                floating[start + s : start + e] = True
+    return floating
+
+
+# -- skeleton metrics ------------------------------------------------------------------------------------
+
+
+def bone_length_drift(joint_positions, parents, rest_lengths) -> np.ndarray:
+    """Absolute change of each bone's length from its rest length [m].
+
+    Args:
+        joint_positions: world joint positions [m], shape (F, J, 3).
+        parents: parent index per joint (-1 for the root), shape (J,).
+        rest_lengths: rest distance from each joint to its parent [m], shape (J,) (see :meth:`sim.Rig.bone_lengths`).
+
+    Returns:
+        ``| |p_j - p_parent(j)| - rest_j |`` per frame and joint (0 for the root), shape (F, J).
+    """
+    pos = np.asarray(joint_positions, dtype=np.float64)
+    parents = np.asarray(parents)
+    rest = np.asarray(rest_lengths, dtype=np.float64)
+    if pos.ndim != 3 or pos.shape[2] != 3 or parents.shape != (pos.shape[1],) or rest.shape != parents.shape:
+        raise ValueError(
+            f"joint_positions {pos.shape}, parents {parents.shape}, rest_lengths {rest.shape}: "
+            "expected (F, J, 3), (J,), (J,)"
+        )
+    has_parent = parents >= 0
+    par = np.where(has_parent, parents, 0)
+    length = np.linalg.norm(pos - pos[:, par], axis=-1)
+    return np.where(has_parent, np.abs(length - rest), 0.0)
+
+
+def root_chain(parents) -> np.ndarray:
+    """Joints from the root down to the first joint with several children (the body root, e.g. the hips).
+
+    Their bones carry the body's global motion (root-motion bones, a hip joint translated under a root joint),
+    so their lengths legitimately change; :func:`kinematic_metrics` leaves them out of the drift.
+    """
+    parents = np.asarray(parents)
+    children = np.bincount(parents[parents >= 0], minlength=len(parents))
+    chain, j = [0], 0
+    while children[j] == 1:
+        j = int(np.flatnonzero(parents == j)[0])
+        chain.append(j)
+    return np.array(chain, dtype=np.int64)
+
+
+def jerk_magnitude(positions, times) -> np.ndarray:
+    """Norm of the third time derivative of point trajectories [m/s^3].
+
+    Uses three successive ``np.gradient`` passes (second-order differences that accept non-uniform times).
+
+    Args:
+        positions: trajectories [m], shape (F, N, 3).
+        times: sample times [s] (F,) or a frame rate [1/s].
+
+    Returns:
+        Jerk magnitude per frame and point, shape (F, N); zeros when F < 4.
+    """
+    pos = np.asarray(positions, dtype=np.float64)
+    if pos.ndim != 3 or pos.shape[2] != 3:
+        raise ValueError(f"positions: expected shape (F, N, 3), got {pos.shape}")
+    F = pos.shape[0]
+    t = _times(times, F)
+    if F < 4:
+        return np.zeros(pos.shape[:2])
+    d = pos
+    for _ in range(3):
+        d = np.gradient(d, t, axis=0)
+    return np.linalg.norm(d, axis=-1)
+
+
+def rotation_vectors(quats) -> np.ndarray:
+    """Rotation vectors (axis * angle, angle in [0, pi]) of quaternions xyzw [rad], shape (..., 4) -> (..., 3)."""
+    q = quat_normalize(np.asarray(quats, dtype=np.float64))
+    return quat_to_axis_angle(np.where(q[..., 3:4] < 0, -q, q))
+
+
+@dataclass(frozen=True)
+class JointLimits:
+    """Box limits on each joint's rotation relative to its rest rotation, as a rotation vector.
+
+    A joint's local rotation ``q`` is compared through ``log(q_rest^-1 q)`` (axis * angle in the joint's rest
+    frame); each of its three components must lie in ``[lower, upper]``.
+
+    Attributes:
+        lower: lower bounds [rad], shape (J, 3).
+        upper: upper bounds [rad], shape (J, 3).
+        source: how they were made (e.g. ``"given"``, ``"derived from 3 clips, margin 20 deg"``).
+    """
+
+    lower: np.ndarray
+    upper: np.ndarray
+    source: str = "given"
+
+    def __post_init__(self):
+        lo, hi = np.asarray(self.lower, dtype=np.float64), np.asarray(self.upper, dtype=np.float64)
+        if lo.ndim != 2 or lo.shape[1] != 3 or lo.shape != hi.shape:
+            raise ValueError(f"JointLimits: lower {lo.shape} and upper {hi.shape} must both be (J, 3)")
+        if np.any(lo > hi):
+            raise ValueError("JointLimits: lower > upper for some joint")
+
+
+def joint_limits_from_motions(
+    rest_rotations,
+    rotations: Sequence[np.ndarray],
+    margin_deg: float = 20.0,
+    quantile: float = 0.0,
+) -> JointLimits:
+    """Data-derived limits: the range of each joint's rest-relative rotation vector over sample motions.
+
+    Args:
+        rest_rotations: rest local rotations [quat xyzw], shape (J, 4).
+        rotations: local rotations of the sample motions, each shape (F_i, J, 4).
+        margin_deg: widening on both sides [deg].
+        quantile: robust range: use the ``quantile`` and ``1 - quantile`` quantiles instead of min and max.
+
+    Returns:
+        Limits on each joint's rotation vector.
+    """
+    if not rotations:
+        raise ValueError("rotations: need at least one motion to derive limits from")
+    if not 0.0 <= quantile < 0.5:
+        raise ValueError(f"quantile must lie in [0, 0.5), got {quantile}")
+    rv = np.concatenate([_rest_relative(rest_rotations, r) for r in rotations])
+    lo = np.quantile(rv, quantile, axis=0) if quantile else rv.min(axis=0)
+    hi = np.quantile(rv, 1 - quantile, axis=0) if quantile else rv.max(axis=0)
+    m = np.deg2rad(margin_deg)
+    src = f"derived from {len(rotations)} clip(s), quantile {quantile:g}, margin {margin_deg:g} deg"
+    return JointLimits(lo - m, hi + m, src)
+
+
+def _rest_relative(rest_rotations, rotations) -> np.ndarray:
+    rest = np.asarray(rest_rotations, dtype=np.float64)
+    rot = np.asarray(rotations, dtype=np.float64)
+    if rot.ndim != 3 or rot.shape[1:] != rest.shape or rest.shape[-1] != 4:
+        raise ValueError(f"rotations {rot.shape} do not match rest_rotations {rest.shape} (expected (F, J, 4))")
+    return rotation_vectors(quat_multiply(np.broadcast_to(quat_conjugate(rest), rot.shape), rot))
+
+
+def joint_limit_violations(rest_rotations, rotations, limits: JointLimits) -> np.ndarray:
+    """How far each joint's rest-relative rotation vector lies outside its limits [rad].
+
+    Args:
+        rest_rotations: rest local rotations [quat xyzw], shape (J, 4).
+        rotations: local rotations [quat xyzw], shape (F, J, 4).
+        limits: the limits (J must match).
+
+    Returns:
+        Largest per-component excess per frame and joint (0 inside the limits) [rad], shape (F, J).
+    """
+    rv = _rest_relative(rest_rotations, rotations)
+    if limits.lower.shape != rv.shape[1:]:
+        raise ValueError(f"limits: shape {limits.lower.shape} does not match {rv.shape[1]} joints")
+    excess = np.maximum(np.maximum(limits.lower - rv, rv - limits.upper), 0.0)
+    return excess.max(axis=-1)
+
+
+@dataclass
+class KinematicMetrics:
+    """Skeleton-level plausibility of a motion: bone-length drift, jitter (jerk), joint-limit violations.
+
+    Attributes:
+        bone_drift: absolute bone-length change [m], shape (F, J).
+        bone_drift_max: max over bones [m], shape (F,).
+        jerk: joint jerk magnitude [m/s^3], shape (F, J).
+        jerk_max: max over joints [m/s^3], shape (F,).
+        limit_violation: joint-limit excess [rad], shape (F, J) (zeros when no limits were given).
+        limit_violation_max: max over joints [rad], shape (F,).
+        limits: the limits used, or None.
+        max_bone_drift_m, max_jerk, mean_jerk, max_limit_violation_rad: summaries.
+    """
+
+    bone_drift: np.ndarray
+    bone_drift_max: np.ndarray
+    jerk: np.ndarray
+    jerk_max: np.ndarray
+    limit_violation: np.ndarray
+    limit_violation_max: np.ndarray
+    limits: JointLimits | None = None
+    max_bone_drift_m: float = 0.0
+    max_jerk: float = 0.0
+    mean_jerk: float = 0.0
+    max_limit_violation_rad: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    def summary(self) -> dict[str, float]:
+        """The scalar metrics by name (JSON-ready floats)."""
+        keys = ("max_bone_drift_m", "max_jerk", "mean_jerk", "max_limit_violation_rad")
+        return {k: float(getattr(self, k)) for k in keys}
+
+
+def kinematic_metrics(
+    joint_positions,
+    times,
+    parents,
+    rest_lengths,
+    rest_rotations=None,
+    rotations=None,
+    limits: JointLimits | None = None,
+    exclude_root_chain: bool = True,
+) -> KinematicMetrics:
+    """Bone-length drift, jerk and (when ``limits`` and rotations are given) joint-limit violations.
+
+    Args:
+        joint_positions: world joint positions [m], shape (F, J, 3) (e.g. from :func:`sim.pose_motion`).
+        times: sample times [s] (F,) or a frame rate [1/s].
+        parents: parent per joint, shape (J,).
+        rest_lengths: rest bone lengths [m], shape (J,).
+        rest_rotations: rest local rotations [quat xyzw], shape (J, 4) (for limits).
+        rotations: local rotations [quat xyzw], shape (F, J, 4) (for limits).
+        limits: joint limits; None skips the check (violations are zero).
+        exclude_root_chain: leave the bones of :func:`root_chain` out of the drift (their drift is set to 0).
+    """
+    pos = np.asarray(joint_positions, dtype=np.float64)
+    drift = bone_length_drift(pos, parents, rest_lengths)
+    if exclude_root_chain:
+        drift[:, root_chain(parents)] = 0.0
+    jerk = jerk_magnitude(pos, times)
+    if limits is not None:
+        if rest_rotations is None or rotations is None:
+            raise ValueError("limits given without rest_rotations and rotations")
+        viol = joint_limit_violations(rest_rotations, rotations, limits)
+    else:
+        viol = np.zeros(pos.shape[:2])
+    return KinematicMetrics(
+        bone_drift=drift,
+        bone_drift_max=drift.max(axis=1),
+        jerk=jerk,
+        jerk_max=jerk.max(axis=1),
+        limit_violation=viol,
+        limit_violation_max=viol.max(axis=1),
+        limits=limits,
+        max_bone_drift_m=float(drift.max()),
+        max_jerk=float(jerk.max()),
+        mean_jerk=float(jerk.mean()),
+        max_limit_violation_rad=float(viol.max()),
+    )

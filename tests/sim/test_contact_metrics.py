@@ -1,0 +1,220 @@
+"""Contact and kinematic metrics against hand-computed values on constructed trajectories."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim.contact_metrics import (
+    ContactConfig,
+    JointLimits,
+    bone_length_drift,
+    character_size,
+    frame_runs,
+    ground_contact_metrics,
+    jerk_magnitude,
+    joint_limit_violations,
+    joint_limits_from_motions,
+    kinematic_metrics,
+    root_chain,
+)
+from sim.rotations import axis_angle_to_quat
+
+EXACT = 1e-12
+"""Tolerance for quantities computed in closed form from exact inputs."""
+FD_TOL = 1e-9
+"""Tolerance for finite-difference derivatives of polynomials they differentiate exactly."""
+
+FPS = 30.0
+SIZE = 1.0
+
+
+def _feet(frame_count: int, spacing: float = 0.1) -> np.ndarray:
+    """A 3x3 patch of points on the ground (z = 0) per frame, shape (F, 9, 3)."""
+    g = np.stack(np.meshgrid(np.arange(3) * spacing, np.arange(3) * spacing, indexing="ij"), -1).reshape(-1, 2)
+    pts = np.zeros((frame_count, 9, 3))
+    pts[..., :2] = g
+    return pts
+
+
+def _with_head(feet: np.ndarray, height: float = 1.0) -> np.ndarray:
+    """Adds a point high above the first foot point (a 'head') so the character has a size."""
+    head = feet[:, :1].copy()
+    head[..., 2] += height
+    return np.concatenate([feet, head], axis=1)
+
+
+def test_character_size_and_frame_runs():
+    pts = np.array([[0, 0, 0], [0.2, -0.5, 1.7], [0.1, 0.3, 0.2]])
+    assert character_size(pts) == pytest.approx(1.7, abs=EXACT)
+    assert frame_runs(np.array([0, 1, 1, 0, 1, 0, 0, 1], bool)) == [(1, 3), (4, 5), (7, 8)]
+    assert frame_runs(np.zeros(4, bool)) == []
+
+
+def test_penetration_depth_frames_and_parts():
+    F = 20
+    pts = _with_head(_feet(F))
+    pts[5:10, :9, 2] -= 0.03  # the whole patch sinks 3 cm on frames 5..9
+    pts[12, 4, 2] = -0.05  # one point dips 5 cm on frame 12
+    labels = np.array([0] * 9 + [1])
+    m = ground_contact_metrics(pts, FPS, size=SIZE, labels=labels)
+    expected = np.zeros(F)
+    expected[5:10] = 0.03
+    expected[12] = 0.05
+    np.testing.assert_allclose(m.penetration_max, expected, atol=EXACT)
+    np.testing.assert_allclose(m.penetration_mean[5:10], 0.03, atol=EXACT)
+    np.testing.assert_allclose(m.penetration_mean[12], 0.05, atol=EXACT)
+    np.testing.assert_array_equal(m.penetration_count[[4, 5, 12]], [0, 9, 1])
+    assert m.penetration_label[12] == 0 and m.penetration_label[0] == -1
+    np.testing.assert_allclose(m.part_penetration[:, 1], 0.0, atol=EXACT)
+    assert m.max_penetration_m == pytest.approx(0.05, abs=EXACT)
+    assert m.mean_penetration_m == pytest.approx((5 * 0.03 + 0.05) / F, abs=EXACT)
+    np.testing.assert_allclose(m.lowest_height[5], -0.03, atol=EXACT)
+
+
+def test_ground_plane_height_and_up_axis():
+    # same trajectory expressed Y-up with the ground at y = 0.5
+    F = 6
+    pts = _with_head(_feet(F))
+    pts[2, 0, 2] = -0.02
+    y_up = pts[..., [0, 2, 1]] + np.array([0.0, 0.5, 0.0])
+    m = ground_contact_metrics(y_up, FPS, ContactConfig(ground_height=0.5, up_axis="Y"), size=SIZE)
+    np.testing.assert_allclose(m.penetration_max, [0, 0, 0.02, 0, 0, 0], atol=EXACT)
+
+
+def test_sliding_speed_ratio_and_slide_distance():
+    F = 11
+    v = 0.5  # m/s, well above the 0.05 m/s threshold of a 1 m character
+    pts = _with_head(_feet(F))
+    pts[:, :9, 0] += v * np.arange(F)[:, None] / FPS  # the patch slides along x on the ground
+    # the clip travels less than in_place_rel, so "auto" would call it in place: measure against a static ground
+    m = ground_contact_metrics(pts, FPS, ContactConfig(ground_motion="static"), size=SIZE)
+    np.testing.assert_allclose(m.skate_speed_max[1:], v, rtol=FD_TOL)
+    np.testing.assert_allclose(m.skate_speed_mean[1:], v, rtol=FD_TOL)
+    assert np.isnan(m.skate_speed_max[0]) and m.skate_contact_count[0] == 0
+    np.testing.assert_array_equal(m.skate_contact_count[1:], 9)
+    assert m.foot_skate_ratio == pytest.approx(1.0)
+    assert m.skate_speed_threshold == pytest.approx(0.05 * SIZE)
+    (slide,) = m.slides
+    assert (slide.start, slide.stop) == (0, F)
+    assert slide.distance_m == pytest.approx(v * (F - 1) / FPS, rel=FD_TOL)
+    assert slide.duration_s == pytest.approx((F - 1) / FPS, rel=FD_TOL)
+
+
+def test_slow_motion_below_threshold_does_not_slide():
+    F = 11
+    pts = _with_head(_feet(F))
+    pts[:, :9, 0] += 0.02 * np.arange(F)[:, None] / FPS  # 2 cm/s < 5 cm/s
+    m = ground_contact_metrics(pts, FPS, ContactConfig(ground_motion="static"), size=SIZE)
+    assert m.foot_skate_ratio == 0.0
+    np.testing.assert_allclose(m.skate_ratio, 0.0)
+
+
+def test_treadmill_ground_absorbs_in_place_locomotion():
+    # an in-place loop: the planted patch travels backwards at constant speed, the body stays put
+    F = 11
+    pts = _with_head(_feet(F))
+    pts[:, :9, 1] -= 0.4 * np.arange(F)[:, None] / FPS
+    auto = ground_contact_metrics(pts, FPS, size=SIZE)
+    np.testing.assert_allclose(auto.ground_velocity, [0, -0.4, 0], rtol=FD_TOL, atol=EXACT)
+    assert auto.foot_skate_ratio == 0.0
+    assert auto.max_slide_m == pytest.approx(0.0, abs=FD_TOL)
+    static = ground_contact_metrics(pts, FPS, ContactConfig(ground_motion="static"), size=SIZE)
+    assert static.foot_skate_ratio == pytest.approx(1.0)
+
+
+def test_part_velocity_is_median_of_contact_points():
+    F = 3
+    pts = _with_head(_feet(F))
+    pts[1:, 0, 0] += 0.3  # one outlier point jumps; the part's median stays still
+    m = ground_contact_metrics(pts, FPS, ContactConfig(ground_motion="static"), size=SIZE)
+    np.testing.assert_allclose(m.part_skate_speed[1:, 0], [0.0, 0.0], atol=EXACT)
+    assert m.skate_sliding_count[1] == 1 and m.skate_sliding_count[2] == 0
+
+
+def test_floating_hover_vs_ballistic_jump():
+    F = 61  # 2 s
+    t = np.arange(F) / FPS
+    base = _with_head(_feet(F))
+    band = ContactConfig().contact_height_rel * SIZE
+
+    hover = base.copy()
+    hover[20:40, :, 2] += 0.05  # hovers 5 cm for 0.67 s: motionless in the air
+    m = ground_contact_metrics(hover, FPS, size=SIZE)
+    np.testing.assert_array_equal(np.flatnonzero(m.floating), np.arange(20, 40))
+    np.testing.assert_allclose(m.floating_height[20:40], 0.05, atol=EXACT)
+    assert m.max_floating_m == pytest.approx(0.05, abs=EXACT)
+
+    short = base.copy()  # a 0.33 s hover (shorter than max_flight_time_s): caught by the stillness rule
+    short[10:20, :, 2] += 0.05
+    m = ground_contact_metrics(short, FPS, size=SIZE)
+    np.testing.assert_array_equal(np.flatnonzero(m.airborne), np.arange(10, 20))
+    # frames 10 and 19 move (central differences span the take-off and landing); 11..18 are still
+    np.testing.assert_array_equal(np.flatnonzero(m.floating), np.arange(11, 19))
+
+    jump = base.copy()  # a 0.5 s ballistic flight: z = g/2 (t - t0)(t1 - t)
+    t0, t1 = t[15], t[30]
+    z = np.clip(0.5 * 9.81 * (t - t0) * (t1 - t), 0.0, None)
+    jump[..., 2] += z[:, None]
+    m = ground_contact_metrics(jump, FPS, size=SIZE)
+    np.testing.assert_array_equal(m.airborne, z > band)
+    assert not m.floating.any()
+
+    drift_up = base.copy()  # rises at 0.1 m/s (not still) and stays airborne 2 s, longer than max_flight_time_s
+    drift_up[..., 2] += 0.02 + 0.1 * t[:, None]
+    m = ground_contact_metrics(drift_up, FPS, size=SIZE)
+    assert m.airborne.all() and m.floating.all()
+
+
+def test_input_validation():
+    with pytest.raises(ValueError, match="points"):
+        ground_contact_metrics(np.zeros((4, 3)), FPS)
+    with pytest.raises(ValueError, match="times"):
+        ground_contact_metrics(np.zeros((4, 2, 3)), np.array([0.0, 0.1, 0.1, 0.2]))
+    with pytest.raises(ValueError, match="up_axis"):
+        ground_contact_metrics(np.zeros((4, 2, 3)), FPS, ContactConfig(up_axis="W"), size=1.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="non-finite"):
+        ground_contact_metrics(np.full((4, 2, 3), np.nan), FPS)
+
+
+def test_bone_length_drift_and_root_chain():
+    parents = np.array([-1, 0, 1, 2, 2])  # root -> hip -> (spine, leg)
+    assert root_chain(parents).tolist() == [0, 1, 2]
+    rest = np.array([[0, 0, 0], [0, 0, 1], [0, 0, 1.2], [0, 0, 1.7], [0, 0.1, 0.7]], float)
+    rest_len = np.linalg.norm(rest - rest[np.maximum(parents, 0)], axis=-1) * (parents >= 0)
+    pos = np.repeat(rest[None], 3, axis=0)
+    pos[1, 3, 2] += 0.1  # spine stretched by 10 cm on frame 1
+    pos[2, 1, 2] += 0.3  # hip moved by the root-motion bone on frame 2
+    drift = bone_length_drift(pos, parents, rest_len)
+    np.testing.assert_allclose(drift[1, 3], 0.1, atol=1e-12)
+    np.testing.assert_allclose(drift[2, 1], 0.3, atol=1e-12)
+    km = kinematic_metrics(pos, FPS, parents, rest_len)
+    np.testing.assert_allclose(km.bone_drift_max, [0.0, 0.1, 0.0], atol=1e-12)  # root-chain bone ignored
+
+
+def test_jerk_of_a_cubic():
+    t = np.arange(12) / FPS
+    a = np.array([0.5, -1.0, 2.0])
+    pos = (a * t[:, None] ** 3)[:, None, :]
+    j = jerk_magnitude(pos, t)
+    np.testing.assert_allclose(j[3:-3, 0], 6 * np.linalg.norm(a), rtol=FD_TOL)
+    # non-uniform times: np.gradient's second-order scheme still differentiates a quadratic exactly twice
+    tn = np.cumsum(np.r_[0.0, np.linspace(0.02, 0.04, 11)])
+    pos_q = (a * tn[:, None] ** 2)[:, None, :]
+    np.testing.assert_allclose(jerk_magnitude(pos_q, tn)[4:-4, 0], 0.0, atol=1e-6)
+
+
+def test_joint_limits_violation_angle():
+    rest = np.tile([0.0, 0.0, 0.0, 1.0], (2, 1))
+    angles = np.deg2rad([0.0, 20.0, 50.0])
+    rot = np.tile(rest, (3, 1, 1))
+    rot[:, 1] = axis_angle_to_quat(np.stack([angles, 0 * angles, 0 * angles], -1))
+    limits = JointLimits(np.full((2, 3), -np.deg2rad(30)), np.full((2, 3), np.deg2rad(30)))
+    v = joint_limit_violations(rest, rot, limits)
+    np.testing.assert_allclose(v[:, 1], np.deg2rad([0.0, 0.0, 20.0]), atol=1e-12)
+    np.testing.assert_allclose(v[:, 0], 0.0, atol=1e-12)
+    derived = joint_limits_from_motions(rest, [rot[:2]], margin_deg=10.0)
+    np.testing.assert_allclose(derived.upper[1, 0], np.deg2rad(30.0), atol=1e-12)
+    np.testing.assert_allclose(joint_limit_violations(rest, rot, derived)[2, 1], np.deg2rad(20.0), atol=1e-12)
+    with pytest.raises(ValueError, match="lower > upper"):
+        JointLimits(np.ones((2, 3)), np.zeros((2, 3)))
