@@ -141,6 +141,9 @@ def _meshes(
             data = read_mesh(doc, m, node, n, skinned=True)
             points = data.points @ Y_UP_TO_Z_UP[:3, :3].T
             joints, weights = _remap_influences(doc, skeleton, skin, n, data.joints, data.weights)
+        if not len(points):
+            doc.warn(f"nodes[{n}]", f"mesh of {tree.label(n)} has no triangle primitives: skipped")
+            continue
         out.append((name, points, data.triangles, joints, weights))
     names = unique_names([o[0] for o in out])
     return [SkinnedMesh(nm, p, t, j, w, joint_count=skeleton.joint_count) for nm, (_, p, t, j, w) in zip(names, out)]
@@ -203,12 +206,12 @@ def _clip(
         if c.path == "weights":
             ignored_weights.append(c.where)
             continue
-        if c.node in tree.matrices:
-            raise doc.error(f"{c.where}.target", f"{tree.label(c.node)} has a matrix and cannot be animated")
         if c.node not in pose:
             if c.node in rigid_paths:
                 doc.warn(c.where, f"animation of {tree.label(c.node)} below a joint and above a rigid mesh ignored")
             continue
+        if c.node in tree.matrices:
+            raise doc.error(f"{c.where}.target", f"{tree.label(c.node)} has a matrix and cannot be animated")
         if (c.node, c.path) in seen:
             doc.warn(c.where, f"{tree.label(c.node)} {c.path} is also animated by {seen[c.node, c.path]}: last wins")
         seen[c.node, c.path] = c.where

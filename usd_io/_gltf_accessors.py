@@ -24,6 +24,9 @@ COMPONENT_DTYPES = {
 }
 """glTF componentType -> little-endian NumPy dtype."""
 
+MAX_ZERO_ACCESSOR_COUNT = 1 << 26
+"""Largest count accepted for an accessor without a bufferView (its data is allocated, not read)."""
+
 _TYPE_SHAPES = {
     "SCALAR": (),
     "VEC2": (2,),
@@ -70,6 +73,8 @@ def read_accessor(doc: GltfDocument, index: int) -> np.ndarray:
     offset = doc.get_int(acc, "byteOffset", where, 0)
     view_index = doc.get_index(acc, "bufferView", where, "bufferViews", None)
     if view_index is None:
+        if count > MAX_ZERO_ACCESSOR_COUNT:
+            raise doc.error(where, f"count {count} without a bufferView is implausibly large")
         raw = np.zeros((count, *shape), dtype=dtype)
     else:
         data, stride = doc.buffer_view(view_index)
@@ -116,9 +121,18 @@ class _Layout:
             self.size = n * comp
 
     def gather(self, data: bytes, offset: int, stride: int, count: int) -> np.ndarray:
-        """Elements at ``offset + i * stride`` as an array of shape ``(count, *shape)`` (matrices row-major)."""
-        buf = np.frombuffer(data, dtype=np.uint8)
+        """Elements at ``offset + i * stride`` as an array of shape ``(count, *shape)`` (matrices row-major).
+
+        The caller has checked that ``offset + stride * (count - 1) + size <= len(data)``.
+        """
         comp = self.dtype.itemsize
+        if len(self.shape) < 2 or self.size == len(self.offsets) * comp:  # no column padding: a strided view
+            view = np.ndarray((count, len(self.offsets)), self.dtype, data, offset, (stride, comp)).copy()
+            if len(self.shape) == 2:
+                rows, cols = self.shape
+                return view.reshape(count, cols, rows).transpose(0, 2, 1).copy()
+            return view.reshape(count, *self.shape)
+        buf = np.frombuffer(data, dtype=np.uint8)
         starts = offset + stride * np.arange(count)[:, None] + self.offsets[None, :]  # (count, ncomp)
         raw = buf[starts[..., None] + np.arange(comp)]  # (count, ncomp, comp) bytes
         values = np.ascontiguousarray(raw).view(self.dtype)[..., 0]

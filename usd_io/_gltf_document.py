@@ -28,6 +28,7 @@ _GLB_MAGIC = b"glTF"
 _CHUNK_JSON = 0x4E4F534A
 _CHUNK_BIN = 0x004E4942
 _MISSING: Any = object()
+_UNSUPPORTED_EXTENSIONS = {"KHR_draco_mesh_compression", "EXT_meshopt_compression", "KHR_meshopt_compression"}
 
 
 class GltfWarning(UserWarning):
@@ -86,6 +87,9 @@ class GltfDocument:
         version = doc.get_str(asset, "version", "asset")
         if not version.startswith("2."):
             raise doc.error("asset.version", f"unsupported glTF version {version!r} (this reader handles 2.x)")
+        required = doc.get_list(document, "extensionsRequired", "document", [])
+        for name in _UNSUPPORTED_EXTENSIONS.intersection(x for x in required if isinstance(x, str)):
+            raise doc.error("extensionsRequired", f"{name} is not supported: decompress the file first")
         return doc
 
     # -- errors -----------------------------------------------------------------------------------------

@@ -79,7 +79,8 @@ def read_mesh(doc: GltfDocument, mesh_index: int, node: dict, node_index: int, s
             joints.append(j)
             weights.append(w)
     if not points:
-        return MeshData(np.zeros((0, 3)), np.zeros((0, 3), np.int64), None, None)
+        empty = (np.zeros((0, 1), np.int64), np.zeros((0, 1))) if skinned else (None, None)
+        return MeshData(np.zeros((0, 3)), np.zeros((0, 3), np.int64), *empty)
     if skinned:
         k = max(j.shape[1] for j in joints)
         joints = [np.pad(j, ((0, 0), (0, k - j.shape[1]))) for j in joints]

@@ -96,21 +96,9 @@ class NodeTree:
         """
         pos = {n: k for k, n in enumerate(nodes)}
         world = np.empty_like(local)
-        done = np.zeros(len(nodes), dtype=bool)
-
-        def visit(k: int) -> None:
+        for k in sorted(range(len(nodes)), key=lambda k: len(self.ancestors(nodes[k]))):  # parents first
             p = int(self.parents[nodes[k]])
-            if p < 0:
-                world[:, k] = local[:, k]
-            else:
-                if not done[pos[p]]:
-                    visit(pos[p])
-                world[:, k] = world[:, pos[p]] @ local[:, k]
-            done[k] = True
-
-        for k in range(len(nodes)):
-            if not done[k]:
-                visit(k)
+            world[:, k] = local[:, k] if p < 0 else world[:, pos[p]] @ local[:, k]
         return world
 
     def uniform_scale(self, doc: GltfDocument, node: int) -> float:

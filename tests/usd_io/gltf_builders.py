@@ -373,8 +373,8 @@ def folded_character(seed: int = 7) -> GltfBuilder:
 
 
 def rigid_character(animate_holder: bool = False) -> GltfBuilder:
-    """A 2-joint chain with unskinned meshes: one on a joint node, one below a joint through a non-joint node
-    with a non-uniform scale (allowed below the skeleton), one unattached at the scene root (skipped).
+    """A 2-joint chain (root scaled by 1.5) with unskinned meshes: one on a joint node, one below a joint through a
+    non-joint node with a non-uniform scale (allowed below the skeleton), one unattached at the scene root (skipped).
     Bind pose = rest pose. Clip ``Swing`` rotates the arm and translates the root."""
     b = GltfBuilder()
     box = np.array([[x, y, z] for x in (-0.1, 0.1) for y in (-0.1, 0.1) for z in (-0.1, 0.1)])
@@ -384,11 +384,12 @@ def rigid_character(animate_holder: bool = False) -> GltfBuilder:
                     mesh=prop)  # fmt: skip
     arm = b.node("arm", translation=[0.5, 0, 0], rotation=quat_axis_angle([0, 0, 1], -1.2), children=[holder],
                  mesh=prop)  # fmt: skip
-    root = b.node("root", translation=[0, 1, 0], children=[arm])
+    root = b.node("root", translation=[0, 1, 0], scale=[1.5] * 3, children=[arm])
     pts = strip_points(rows=3, height=1.0) + np.array([0, 0.5, 0])
     prim = {"attributes": {"POSITION": b.accessor(pts), "JOINTS_0": b.accessor(np.zeros((len(pts), 4)), UBYTE),
                            "WEIGHTS_0": b.accessor(np.tile([1.0, 0, 0, 0], (len(pts), 1)))}}  # fmt: skip
-    rest = [trs_matrix((0, 1, 0)), trs_matrix((0, 1, 0)) @ trs_matrix((0.5, 0, 0), quat_axis_angle([0, 0, 1], -1.2))]
+    root_rest = trs_matrix((0, 1, 0), s=(1.5, 1.5, 1.5))
+    rest = [root_rest, root_rest @ trs_matrix((0.5, 0, 0), quat_axis_angle([0, 0, 1], -1.2))]
     body = b.node("body", mesh=b.mesh([prim]), skin=b.skin([root, arm], np.linalg.inv(rest)))
     lamp = b.node("lamp", translation=[3, 0, 0], mesh=prop)
     b.roots(root, body, lamp)

@@ -280,6 +280,7 @@ def test_accessor_stride_offset_and_sparse(tmp_path):
     cases = [
         ({"stride": 20, "offset": 8}, base, base),  # interleaved, with an accessor byteOffset
         ({"ctype": B.SHORT, "stride": 8}, base, base),  # 6-byte elements padded to 8
+        ({"offset": 3}, base, base),  # misaligned floats (invalid glTF, read anyway)
         ({"sparse": ([1, 4], [[-1, -2, -3], [7, 8, 9]])}, base, [base[0], [-1, -2, -3], *base[2:4], [7, 8, 9],
                                                                  base[5]]),
         ({"sparse": ([3], [[1, 2, 3]]), "view": False}, zeros, [[0, 0, 0]] * 3 + [[1, 2, 3]] + [[0, 0, 0]] * 2),
@@ -403,6 +404,23 @@ def test_triangle_strips_fans_and_skipped_primitives(tmp_path):
     strip = [[0, 1, 2], [1, 3, 2], [2, 3, 4]]  # glTF: (i, i+1+i%2, i+2-i%2)
     fan = [[6, 7, 5], [7, 8, 5], [8, 9, 5]]  # glTF: (i+1, i+2, 0), offset by the strip's 5 vertices
     np.testing.assert_array_equal(mesh.triangles, strip + fan)
+
+
+def test_vertices_without_weight_follow_the_root(tmp_path):
+    b = B.minimal_skin()
+    weights = np.concatenate([np.zeros((1, 4)), np.tile([1.0, 0, 0, 0], (9, 1))])  # vertex 0 has none
+    b.doc["meshes"][0]["primitives"][0]["attributes"]["WEIGHTS_0"] = b.accessor(weights)
+    asset, messages = read_recording(b.write(tmp_path / "w.gltf"))
+    assert any("1 vertices have no weight: bound rigidly to the root joint" in m for m in messages)
+    mesh = asset.rig.meshes[0]
+    assert mesh.influence_joints[0, 0] == 0 and mesh.influence_weights[0, 0] == 1.0
+
+
+def test_compressed_geometry_is_rejected(tmp_path):
+    b = B.minimal_skin()
+    b.doc["extensionsRequired"] = ["KHR_draco_mesh_compression"]
+    with pytest.raises(InputError, match="extensionsRequired: KHR_draco_mesh_compression is not supported"):
+        read_gltf(b.write(tmp_path / "draco.gltf"))
 
 
 def test_scene_selection(tmp_path):
@@ -655,3 +673,38 @@ def test_corrupted_glb_never_leaks_other_exceptions(tmp_path):
             except InputError:
                 outcomes["error"] += 1
     assert outcomes["error"] > 0 and sum(outcomes.values()) == len(variants)
+
+
+def _all_paths(value, prefix=()):
+    """Every (container path) inside a JSON value."""
+    yield prefix
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in items:
+        yield from _all_paths(child, (*prefix, key))
+
+
+def test_malformed_json_fields_never_leak_other_exceptions(tmp_path):
+    """Fields of a valid document replaced by junk of the wrong type or range: loads or raises InputError."""
+    builder = B.folded_character()
+    paths = [p for p in _all_paths(builder.doc) if p and p[0] != "buffers"]
+    junk = [None, "x", -1, 7, 10**9, 0.5, [], {}, [0, 1, 2], {"a": 1}, True]
+    rng = np.random.default_rng(11)
+    path = tmp_path / "junk.glb"
+    errors = 0
+    for k in rng.permutation(len(paths))[:150]:
+        doc = json.loads(json.dumps(builder.doc))
+        *head, last = paths[k]
+        target = doc
+        for key in head:
+            target = target[key]
+        target[last] = junk[rng.integers(len(junk))]
+        b = B.GltfBuilder()
+        b.doc, b.data = doc, builder.data
+        b.write(path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                read_gltf(path)
+            except InputError:
+                errors += 1
+    assert errors > 50
