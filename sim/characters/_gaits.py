@@ -391,7 +391,7 @@ def biped_idle(rig: Rig, config: IdleConfig = IdleConfig()) -> Motion:
     w = 2.0 * np.pi * t / period
     scale = rig.height() / 1.75
     pose.root[:, 1] += c.sway * scale * np.sin(w)
-    pose.root[:, 2] -= 0.01 * scale * (1.0 + 0.3 * np.cos(2.0 * w))
+    pose.root[:, 2] -= 0.015 * scale * (1.0 + 0.3 * np.cos(2.0 * w))  # knees soft, never locked straight
     roll = -0.5 * c.sway * np.sin(w)
     pose.set_local("pelvis", rot_x(roll))
     breath = c.breath * np.sin(3.0 * w)
