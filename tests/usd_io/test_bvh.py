@@ -3,20 +3,16 @@ frame rates, and one InputError per kind of malformed file."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
+import bvh_reference
 import numpy as np
 import pytest
 
 import sim
 import usd_io
 from usd_io._bvh import read_bvh
-
-_spec = importlib.util.spec_from_file_location("bvh_reference", Path(__file__).with_name("bvh_reference.py"))
-bvh_reference = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bvh_reference)
 
 POSE_TOL = 1e-5
 """Allowed joint position error, relative to the skeleton's size."""

@@ -4,12 +4,13 @@ key time, accessor decoding, samplers against analytic curves, warnings, and one
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import struct
 import warnings
 from pathlib import Path
 
+import gltf_builders as B
+import gltf_reference as ref
 import numpy as np
 import pytest
 
@@ -18,17 +19,6 @@ import usd_io
 from sim.rotations import axis_angle_to_quat
 from usd_io import InputError
 from usd_io._gltf import GltfWarning, read_gltf
-
-
-def _load_sibling(name: str):
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ref = _load_sibling("gltf_reference")
-B = _load_sibling("gltf_builders")
 
 SKIN_TOL = 1e-5
 """Allowed skinned-vertex error relative to the model height (the importer works in float64: expect ~1e-15)."""

@@ -21,6 +21,7 @@ from usd_io import (
 )
 
 pxr = pytest.importorskip("pxr")
+from pixar_reference import pixar_skinning  # noqa: E402
 from pxr import Gf, Sdf, Usd, UsdGeom, UsdSkel, Vt  # noqa: E402
 
 pytestmark = pytest.mark.usd
@@ -107,34 +108,6 @@ def clips(rig) -> list[Motion]:
 
 
 # -- references -----------------------------------------------------------------------------------------------
-def pixar_skinning(path):
-    """Pixar's UsdSkel skinning of every bound mesh at every authored time sample of the bound animation.
-
-    Returns:
-        time codes (F,), {mesh prim name: skeleton-space points (F, V, 3)}, skeleton local-to-world (4, 4) in
-        USD's row-vector convention.
-    """
-    stage = Usd.Stage.Open(str(path))
-    root = UsdSkel.Root(stage.GetDefaultPrim())
-    cache = UsdSkel.Cache()
-    cache.Populate(root, Usd.TraverseInstanceProxies())
-    (binding,) = cache.ComputeSkelBindings(root, Usd.TraverseInstanceProxies())
-    skel_query = cache.GetSkelQuery(binding.GetSkeleton())
-    codes = list(skel_query.GetAnimQuery().GetJointTransformTimeSamples())
-    out = {}
-    for query in binding.GetSkinningTargets():
-        points_attr = UsdGeom.Mesh(query.GetPrim()).GetPointsAttr()
-        frames = []
-        for code in codes:
-            xforms = skel_query.ComputeSkinningTransforms(code)
-            points = points_attr.Get()
-            assert query.ComputeSkinnedPoints(xforms, points, code)
-            frames.append(np.array(points, dtype=np.float64))
-        out[query.GetPrim().GetName()] = np.stack(frames)
-    l2w = np.array(UsdGeom.Imageable(binding.GetSkeleton().GetPrim()).ComputeLocalToWorldTransform(0))
-    return np.array(codes), out, l2w
-
-
 def dense_weights(mesh: SkinnedMesh, joint_count: int) -> np.ndarray:
     """(V, J) weight matrix: influences summed per joint (order-independent)."""
     w = np.zeros((mesh.vertex_count, joint_count))
