@@ -35,17 +35,16 @@ def pixar_skinning(path):
 
 
 def pixar_joint_world_positions(path) -> tuple[np.ndarray, list[str], np.ndarray]:
-    """Skeleton-space joint positions from UsdSkel at every authored time sample of the bound animation.
+    """Skeleton-space joint positions from UsdSkel at every authored time sample of the first Skeleton's animation.
 
     Returns:
         time codes (F,), joint paths, positions (F, J, 3).
     """
     stage = Usd.Stage.Open(str(path))
-    root = UsdSkel.Root(stage.GetDefaultPrim())
+    skeleton = next(UsdSkel.Skeleton(p) for p in stage.Traverse() if p.IsA(UsdSkel.Skeleton))
     cache = UsdSkel.Cache()
-    cache.Populate(root, Usd.TraverseInstanceProxies())
-    (binding,) = cache.ComputeSkelBindings(root, Usd.TraverseInstanceProxies())
-    skel_query = cache.GetSkelQuery(binding.GetSkeleton())
+    cache.Populate(UsdSkel.Root(stage.GetDefaultPrim()), Usd.TraverseInstanceProxies())
+    skel_query = cache.GetSkelQuery(skeleton)
     codes = list(skel_query.GetAnimQuery().GetJointTransformTimeSamples())
     frames = [np.array(skel_query.ComputeJointSkelTransforms(code))[:, 3, :3] for code in codes]
     return np.array(codes), [str(j) for j in skel_query.GetJointOrder()], np.stack(frames)

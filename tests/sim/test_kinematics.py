@@ -152,7 +152,7 @@ def test_torch_ops_match_numpy_with_batch_dims(rng):
     np.testing.assert_allclose(normals.reshape(6, -1, 3).numpy(), ref_normals, atol=1e-4)
     with pytest.raises(ValueError, match="rotations: expected shape"):
         trig.forward_kinematics(root, rot[..., :3])
-    with pytest.raises(ValueError, match="expected torch.float32"):
+    with pytest.raises(ValueError, match=r"expected torch\.float32"):
         trig.forward_kinematics(root.double(), rot.double())
 
 
