@@ -534,3 +534,17 @@ def test_reads_copy_with_other_extension(tmp_path, rig, clips):
     a, b = read_usdskel(src), read_usdskel(dst)
     assert a.rig.joint_names == b.rig.joint_names
     np.testing.assert_allclose(a.clip().rotations, b.clip().rotations)
+
+
+def test_atomic_output_has_default_permissions(tmp_path):
+    import os
+
+    from usd_io import atomic_output
+
+    target = tmp_path / "x.txt"
+    with atomic_output(target) as tmp:
+        tmp.write_text("hi")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.read_text() == "hi"
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask
