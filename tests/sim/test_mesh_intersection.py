@@ -1,0 +1,188 @@
+"""Mesh self-intersection: constructed cases with known answers and agreement with a brute-force reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mesh_intersection_reference import self_intersections_reference
+
+from sim.mesh_intersection import (
+    MeshSelfIntersection,
+    SelfIntersectionConfig,
+    face_labels,
+    intersection_segments,
+    ring_neighbour_pairs,
+)
+
+EXACT = 1e-12
+"""Float64 geometry on exactly representable inputs."""
+LENGTH_TOL = 1e-9
+"""Relative tolerance (x character size) on intersection lengths and on which pairs count as touching."""
+
+
+def _box(lo, hi) -> tuple[np.ndarray, np.ndarray]:
+    """Axis-aligned box: 8 vertices (index 4 ix + 2 iy + iz) and 12 outward counter-clockwise triangles."""
+    v = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])], float)
+    quads = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
+    tris = [t for a, b, c, d in quads for t in ((a, b, c), (a, c, d))]
+    return v, np.array(tris)
+
+
+def _two_boxes(d: float):
+    """Box A = [0,1]^3 and box B = [1-d, 2-d] x [.25,.75]^2 (overlapping by d along x); rest pose: B far away."""
+    va, ta = _box((0, 0, 0), (1, 1, 1))
+    vb, tb = _box((1 - d, 0.25, 0.25), (2 - d, 0.75, 0.75))
+    pts = np.concatenate([va, vb])
+    tris = np.concatenate([ta, tb + 8])
+    rest = np.concatenate([va, vb + np.array([5.0, 0.0, 0.0])])
+    return tris, rest, pts
+
+
+def _compare_with_reference(checker: MeshSelfIntersection, points: np.ndarray) -> None:
+    """Pairs longer than the touching tolerance agree exactly, lengths to LENGTH_TOL (x size)."""
+    tol = LENGTH_TOL * checker.size
+    ref_pairs, ref_len = self_intersections_reference(checker.triangles, points, checker.excluded, min_length=tol)
+    for method in ("bvh", "brute_force"):
+        got = checker.frame(points, method, penetration=False)
+        keep = got.lengths > tol
+        np.testing.assert_array_equal(got.pairs[keep], ref_pairs)
+        np.testing.assert_allclose(got.lengths[keep], ref_len, atol=tol)
+
+
+@pytest.mark.parametrize("d", [0.05, 0.1, 0.2])
+def test_overlapping_boxes_known_amount(d):
+    tris, rest, pts = _two_boxes(d)
+    checker = MeshSelfIntersection(tris, rest)
+    frame = checker.frame(pts)
+    # A's face x = 1 (faces 2, 3) crosses B's four side faces (faces 16..23) along a 0.5 x 0.5 square
+    hit_faces = set(frame.pairs.ravel().tolist())
+    assert hit_faces == {2, 3, *range(16, 24)}
+    assert frame.lengths.sum() == pytest.approx(2.0, abs=LENGTH_TOL)
+    assert frame.depths.max() == pytest.approx(d, abs=EXACT)
+    assert frame.face_share == pytest.approx(10 / 24)
+    # B's four vertices at x = 1 - d are inside A, exactly d behind A's face x = 1
+    np.testing.assert_array_equal(np.sort(frame.inside_vertices), [8, 9, 10, 11])
+    np.testing.assert_allclose(frame.inside_depths, d, atol=1e-9)
+    assert set(frame.inside_faces.tolist()) <= {2, 3}
+    # the contour: four sides of the square at x = 1
+    seg = intersection_segments(pts, tris, frame.pairs)
+    np.testing.assert_allclose(seg[..., 0], 1.0, atol=EXACT)
+    np.testing.assert_allclose(np.linalg.norm(seg[:, 1] - seg[:, 0], axis=1), frame.lengths, atol=EXACT)
+    _compare_with_reference(checker, pts)
+
+
+def test_separate_and_rest_overlapping_boxes_report_nothing():
+    tris, rest, pts = _two_boxes(0.1)
+    checker = MeshSelfIntersection(tris, rest)
+    assert len(checker.frame(rest).pairs) == 0
+    # boxes already overlapping in the rest pose: those pairs are rest neighbours, never reported
+    at_rest = MeshSelfIntersection(tris, pts)
+    assert len(at_rest.frame(pts).pairs) == 0
+    assert {(2, 16), (3, 22)} <= set(map(tuple, at_rest.excluded.tolist()))
+
+
+def test_flat_shaded_copy_welds_to_same_topology():
+    tris, rest, pts = _two_boxes(0.1)
+    # every triangle gets its own three vertices (as in glTF flat shading)
+    flat_tris = np.arange(3 * len(tris)).reshape(-1, 3)
+    shared = MeshSelfIntersection(tris, rest)
+    flat = MeshSelfIntersection(flat_tris, rest[tris].reshape(-1, 3))
+    np.testing.assert_array_equal(flat.excluded, shared.excluded)
+    a, b = shared.frame(pts), flat.frame(pts[tris].reshape(-1, 3))
+    np.testing.assert_array_equal(a.pairs, b.pairs)
+    np.testing.assert_allclose(a.lengths, b.lengths, atol=EXACT)
+
+
+def test_ring_neighbour_pairs_on_a_strip():
+    # a strip of 6 triangles over vertices 0..7: triangle k = (k, k+1, k+2)
+    tris = np.array([[k, k + 1, k + 2] for k in range(6)])
+    one = {tuple(p) for p in ring_neighbour_pairs(tris, 8, 1).tolist()}
+    # ring 1: sharing a vertex, i.e. |i - j| <= 2
+    assert one == {(i, j) for i in range(6) for j in range(6) if i != j and abs(i - j) <= 2}
+    two = {tuple(p) for p in ring_neighbour_pairs(tris, 8, 2).tolist()}
+    # ring 2: a vertex of j at most one edge from a vertex of i; on this strip edges join |a - b| <= 2
+    assert two == {(i, j) for i in range(6) for j in range(6) if i != j and abs(i - j) <= 4}
+    assert len(ring_neighbour_pairs(tris, 8, 0)) == 0
+
+
+def _tube(length: float, radius: float, rings: int, sides: int):
+    """Open tube along x: ring k at x = k * length / (rings - 1); triangles counter-clockwise from outside."""
+    x = np.linspace(0.0, length, rings)
+    ang = 2 * np.pi * (np.arange(sides) + 0.5) / sides
+    pts = np.stack(
+        [np.repeat(x, sides), radius * np.tile(np.cos(ang), rings), radius * np.tile(np.sin(ang), rings)], -1
+    )
+    tris = []
+    for k in range(rings - 1):
+        for s in range(sides):
+            a, b = k * sides + s, k * sides + (s + 1) % sides
+            c, d = a + sides, b + sides
+            tris += [(a, b, d), (a, d, c)]
+    return pts, np.array(tris)
+
+
+def test_folded_tube_intersects_itself_along_two_lines():
+    L, r, rings, sides = 2.0, 0.1, 41, 12
+    rest, tris = _tube(L, r, rings, sides)
+    dx = L / (rings - 1)
+    # fold: the far half turns 180 degrees about the z axis through (L/2, r/2, 0); its axis lands at y = r,
+    # parallel to the near half's, so the two tubes overlap and their surfaces cross along two straight lines
+    folded = rest.copy()
+    far = rest[:, 0] > L / 2 + 1e-9
+    folded[far, 0] = L - rest[far, 0]
+    folded[far, 1] = r - rest[far, 1]
+    checker = MeshSelfIntersection(tris, rest)
+    frame = checker.frame(folded)
+    assert len(frame.pairs) > 0
+    # no pair lies within one half (each half alone is a straight tube)
+    near_face, far_face = (~far)[tris].all(axis=1), far[tris].all(axis=1)
+    a, b = frame.pairs.T
+    assert not np.any((near_face[a] & near_face[b]) | (far_face[a] & far_face[b]))
+    # away from the hinge the contour is two lines: faces whose x-extent lies in [0, X] carry length 2 X
+    X = 10 * dx
+    xmax = folded[tris][:, :, 0].max(axis=1)
+    clean = (xmax[frame.pairs[:, 0]] <= X + 1e-9) & (xmax[frame.pairs[:, 1]] <= X + 1e-9)
+    assert frame.lengths[clean].sum() == pytest.approx(2 * X, rel=1e-9)
+    _compare_with_reference(checker, folded)
+    # straight tube: nothing
+    assert len(checker.frame(rest).pairs) == 0
+
+
+def test_face_labels_pick_dominant_joint():
+    from sim import SkinnedMesh
+
+    pts = np.zeros((4, 3))
+    mesh = SkinnedMesh(
+        "m", pts, [[0, 1, 2], [1, 2, 3]], [[0, 1], [0, 1], [1, 2], [2, 0]], [[0.9, 0.1], [0.6, 0.4], [0.5, 0.5], [1, 0]]
+    )
+    # face 0: joint 0 weight 1.5, joint 1 weight 1.0, joint 2 0.5; face 1: joint 0 0.6, 1 0.9, 2 1.5
+    np.testing.assert_array_equal(face_labels(mesh), [0, 2])
+
+
+def test_input_validation():
+    tris, rest, _ = _two_boxes(0.1)
+    with pytest.raises(ValueError, match="rest_points"):
+        MeshSelfIntersection(tris, rest[:, :2])
+    with pytest.raises(ValueError, match="out of range"):
+        MeshSelfIntersection(tris + 100, rest)
+    checker = MeshSelfIntersection(tris, rest, SelfIntersectionConfig(ring_count=1))
+    with pytest.raises(ValueError, match="points"):
+        checker.frame(rest[:5])
+    with pytest.raises(ValueError, match="method"):
+        checker.frame(rest, "octree")  # type: ignore[arg-type]
+
+
+def test_fox_clips_agree_with_brute_force_on_every_frame(assets_dir):
+    import sim
+    import usd_io
+
+    asset = usd_io.load_asset(assets_dir / "gltf" / "Fox.glb")
+    mesh = asset.rig.merged_mesh()
+    checker = MeshSelfIntersection(mesh.triangles, mesh.points)
+    frames_tested = 0
+    for clip in asset.clips.values():
+        points, _ = sim.skin_motion(asset.rig, clip)
+        for p in points:
+            _compare_with_reference(checker, p)
+            frames_tested += 1
+    assert frames_tested == sum(c.frame_count for c in asset.clips.values())
