@@ -337,11 +337,10 @@ class MeshSelfIntersection:
         self._rep = first[used]
         self._welded_tris = wp.array(self._w_tris.astype(np.int32), dtype=wp.int32, device=d)
         self._welded_wp = wp.array(self.welded.astype(np.int32), dtype=wp.int32, device=d)
-        self._rest_inside = np.zeros(0, dtype=np.int64)
+        self._first = first
+        self._rest_inside_w = np.zeros(W, dtype=bool)  # welded positions already inside the body at rest
         if T:
-            self._rest_inside = self._inside(rest)[0]
-        self._candidates_np = np.setdiff1d(self._rep, self._rest_inside)
-        self._candidates = wp.array(self._candidates_np.astype(np.int32), dtype=wp.int32, device=d)
+            self._rest_inside_w[self.welded[self._inside(rest)[0]]] = True
 
     @property
     def face_count(self) -> int:
@@ -403,8 +402,10 @@ class MeshSelfIntersection:
         length = np.linalg.norm(n, axis=1, keepdims=True)
         return n / np.maximum(length, 1e-300)
 
-    def _inside(self, pts: np.ndarray, candidates: np.ndarray | None = None, upload: bool = True) -> tuple:
-        """Inside vertices of a frame: (vertex ids, depths [m], nearest non-neighbour faces)."""
+    def _inside(
+        self, pts: np.ndarray, candidates: np.ndarray | None = None, upload: bool = True, normals=None
+    ) -> tuple:
+        """Inside vertices among ``candidates`` (default: all): (vertex ids, depths [m], faces they lie behind)."""
         if upload:
             self._upload(pts)
         cand = self._rep if candidates is None else candidates
@@ -412,7 +413,8 @@ class MeshSelfIntersection:
         if n == 0:
             return np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)
         d = self.device
-        normals = wp.array(self._normals(pts), dtype=wp.vec3d, device=d)
+        if normals is None:
+            normals = wp.array(self._normals(pts), dtype=wp.vec3d, device=d)
         cand_wp = wp.array(cand.astype(np.int32), dtype=wp.int32, device=d)
         inside = wp.zeros(n, dtype=wp.int32, device=d)
         depth = wp.zeros(n, dtype=wp.float64, device=d)
@@ -479,9 +481,7 @@ class MeshSelfIntersection:
         )
         if penetration and n:
             pts = np.asarray(points, dtype=np.float64)
-            verts, depths, faces = self._inside(pts, self._candidates_np, upload=False)
-            keep = self._attached(verts, np.flatnonzero(result.face_hit))
-            verts, depths, faces = verts[keep], depths[keep], faces[keep]
+            verts, depths, faces = self._inside_region(pts, np.flatnonzero(result.face_hit))
             if len(verts):
                 # the contour lies on the enclosing surface, so no inside point is deeper than its distance to it
                 contour = intersection_segments(pts, self.triangles, result.pairs)
@@ -489,27 +489,36 @@ class MeshSelfIntersection:
             result.inside_vertices, result.inside_depths, result.inside_faces = verts, depths, faces
         return result
 
-    def _attached(self, inside_vertices: np.ndarray, hit_faces: np.ndarray) -> np.ndarray:
-        """Mask of the inside vertices connected, through inside vertices, to a vertex of an intersecting face.
+    def _inside_region(self, pts: np.ndarray, hit_faces: np.ndarray) -> tuple:
+        """Inside vertices connected, through inside vertices, to a vertex of an intersecting face.
 
-        A part can only be inside another where the surfaces cross, so inside regions not bounded by an
-        intersection contour are misclassified creases (surfaces closer than the inside-test offset).
+        A part can only be inside another where the surfaces cross, so the search grows from the intersecting
+        faces through inside vertices only (cost follows the penetrating region, not the mesh), and inside
+        spots not bounded by an intersection contour (creases closer than the test offset) are never reached.
         """
-        W = int(self.welded.max()) + 1
-        inside = np.zeros(W, dtype=bool)
-        inside[self.welded[inside_vertices]] = True
-        reach = np.zeros(W, dtype=bool)
-        reach[self._w_tris[hit_faces].ravel()] = True
-        reach &= inside
+        W = len(self._first)
+        normals = wp.array(self._normals(pts), dtype=wp.vec3d, device=self.device)
+        tested = self._rest_inside_w.copy()
+        frontier = np.zeros(W, dtype=bool)
+        frontier[self._w_tris[hit_faces].ravel()] = True
         a, b = self._edges[:, 0], self._edges[:, 1]
+        found_v, found_d, found_f = [], [], []
         while True:
-            grow = np.zeros(W, dtype=bool)
-            grow[b[reach[a]]] = True
-            grow &= inside & ~reach
-            if not grow.any():
+            frontier &= ~tested
+            if not frontier.any():
                 break
-            reach |= grow
-        return reach[self.welded[inside_vertices]]
+            tested |= frontier
+            verts, depths, faces = self._inside(pts, self._first[frontier], upload=False, normals=normals)
+            found_v.append(verts)
+            found_d.append(depths)
+            found_f.append(faces)
+            inside = np.zeros(W, dtype=bool)
+            inside[self.welded[verts]] = True
+            frontier = np.zeros(W, dtype=bool)
+            frontier[b[inside[a]]] = True
+        if not found_v:
+            return np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)
+        return np.concatenate(found_v), np.concatenate(found_d), np.concatenate(found_f)
 
     def motion(self, points, method: Method = "bvh", penetration: bool = True) -> SelfIntersectionMetrics:
         """Runs :meth:`frame` on every frame of ``points`` (F, V, 3) [m] and summarizes."""

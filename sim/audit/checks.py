@@ -1,0 +1,459 @@
+"""The audit itself: skin the motion, measure everything, apply the thresholds of :class:`AuditConfig`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..contact_metrics import (
+    ContactConfig,
+    GroundContactMetrics,
+    JointLimits,
+    character_size,
+    frame_runs,
+    ground_contact_metrics,
+    jerk_magnitude,
+    joint_limit_violations,
+    joint_limits_from_motions,
+    kinematic_metrics,
+    root_chain,
+)
+from ..kinematics import pose_motion, skin_motion
+from ..mesh_intersection import MeshSelfIntersection, SelfIntersectionMetrics, face_labels
+from ..motion import Motion
+from ..rig import Rig
+from .config import AuditConfig
+from .report import AuditReport, CheckResult, FrameRange
+
+__all__ = ["CHECK_NAMES", "ContactPoints", "audit_motion", "contact_points", "frame_ranges"]
+
+CHECK_NAMES = (
+    "ground_penetration",
+    "floating",
+    "foot_skate",
+    "self_intersection",
+    "joint_limits",
+    "bone_length",
+    "jitter",
+)
+"""The checks, in report order."""
+
+JERK_EDGE_FRAMES = 2
+"""Frames at each end of a clip without a jerk value (one-sided differences there are not third derivatives)."""
+
+
+def frame_ranges(mask: np.ndarray, times: np.ndarray) -> list[FrameRange]:
+    """Runs of True frames as :class:`FrameRange` s."""
+    return [FrameRange(s, e, float(times[s]), float(times[e - 1])) for s, e in frame_runs(mask)]
+
+
+def _ranges_text(ranges: list[FrameRange], limit: int = 3) -> str:
+    text = ", ".join(str(r) for r in ranges[:limit])
+    return text + (f" and {len(ranges) - limit} more" if len(ranges) > limit else "")
+
+
+def _cm(x: float, size: float) -> str:
+    """A length in metres, with its share of the character size."""
+    return f"{x:.4g} m ({100 * x / size:.2f}% of size)"
+
+
+@dataclasses.dataclass
+class ContactPoints:
+    """The points the contact checks run on.
+
+    Attributes:
+        points: skinned vertices (or joint positions when the rig has no mesh) [m], shape (F, N, 3).
+        joints: joint world positions [m], shape (F, J, 3).
+        labels: joint index per point (dominant influence for vertices), shape (N,).
+        size: character size [m].
+        mesh: the merged skinned mesh, or None.
+        contact: the contact config to use (the wider joint band when there is no mesh).
+    """
+
+    points: np.ndarray
+    joints: np.ndarray
+    labels: np.ndarray
+    size: float
+    mesh: object
+    contact: ContactConfig
+
+
+def contact_points(rig: Rig, motion: Motion, config: AuditConfig | None = None, device: str | None = None):
+    """Skins ``motion`` (or poses it, for rigs without a mesh) and returns the points the checks use."""
+    cfg = config or AuditConfig()
+    motion.check_rig(rig)
+    joints, _ = pose_motion(rig, motion, device)
+    mesh = rig.merged_mesh() if rig.meshes and sum(len(m.triangles) for m in rig.meshes) else None
+    if mesh is not None:
+        points, _ = skin_motion(rig, motion, device, mesh=mesh)
+        size = character_size(mesh.points)
+        labels = mesh.influence_joints[np.arange(mesh.vertex_count), mesh.influence_weights.argmax(axis=1)]
+        contact = cfg.contact
+    else:
+        points = joints
+        size = character_size(rig.rest_world_transforms()[0])
+        labels = np.arange(rig.joint_count)
+        contact = dataclasses.replace(cfg.contact, contact_height_rel=cfg.joint_contact_height_rel)
+    return ContactPoints(points, joints, labels, size, mesh, contact)
+
+
+def audit_motion(
+    rig: Rig,
+    motion: Motion,
+    config: AuditConfig | None = None,
+    *,
+    limits: JointLimits | None = None,
+    source: str = "",
+    device: str | None = None,
+) -> AuditReport:
+    """Audits one clip: ground contact, foot skate, self-intersection, joint limits, bone lengths, jitter.
+
+    With a skinned mesh the contact checks run on skinned vertices; without one (e.g. BVH) on joint positions
+    (with the wider ``joint_contact_height_rel`` band) and the self-intersection check is skipped.
+
+    Args:
+        rig: the character.
+        motion: the clip (its joint count must match the rig).
+        config: thresholds (default :class:`AuditConfig`).
+        limits: joint limits; None derives them from the clip itself (robust range plus a margin, so only
+            outlier frames such as flipped joints fail).
+        source: where the clip came from (for the report).
+        device: Warp device.
+
+    Returns:
+        The report; ``report.passed`` is False when any check fails.
+    """
+    cfg = config or AuditConfig()
+    cp = contact_points(rig, motion, cfg, device)
+    t = motion.times
+    F, J = motion.frame_count, rig.joint_count
+    points, joints, mesh, size, labels, contact_cfg = cp.points, cp.joints, cp.mesh, cp.size, cp.labels, cp.contact
+    ground = ground_contact_metrics(points, t, contact_cfg, size=size, labels=labels, label_count=J)
+    names = rig.joint_names
+    series: dict[str, np.ndarray] = {"times_s": t}
+    checks = [
+        _check_penetration(ground, t, motion.fps, cfg, names, series),
+        _check_floating(ground, t, names, series),
+        _check_skate(ground, t, cfg, names, series),
+    ]
+    si = None
+    if mesh is not None:
+        checker = MeshSelfIntersection(mesh.triangles, mesh.points, cfg.self_intersection, size=size, device=device)
+        si = checker.motion(points)
+        checks.append(_check_self_intersection(si, face_labels(mesh), t, cfg, names, series))
+    else:
+        checks.append(
+            CheckResult("self_intersection", "skipped", 0.0, 0.0, "m", "skipped: the rig has no mesh (joints only)")
+        )
+        series["self_intersection_length_m"] = np.zeros(F)
+    if limits is None:
+        limits = joint_limits_from_motions(
+            rig.rest_rotations, [motion.rotations], cfg.limit_margin_deg, cfg.limit_quantile
+        )
+    kin = kinematic_metrics(joints, t, rig.parents, rig.bone_lengths())
+    checks.append(_check_limits(rig, motion, limits, t, cfg, series))
+    checks.append(_check_bones(kin.bone_drift, size, t, cfg, names, series))
+    checks.append(_check_jitter(rig, motion, size, cfg, names, series, device))
+
+    metrics = {"ground": ground.summary(), "kinematic": kin.summary()}
+    metrics["ground"]["ground_velocity_mps"] = float(np.linalg.norm(ground.ground_velocity))
+    if si is not None:
+        metrics["self_intersection"] = si.summary() | {
+            "excluded_pair_count": si.excluded_pair_count,
+            "face_count": si.face_count,
+            "max_penetration_depth_m": float(si.depth_m.max(initial=0.0)),
+            "max_pair_depth_m": float(si.pair_depth_m.max(initial=0.0)),
+        }
+    report = AuditReport(
+        rig_name=rig.name,
+        clip_name=motion.name,
+        source=str(source),
+        frame_count=F,
+        fps=motion.fps,
+        duration_s=motion.duration,
+        size_m=size,
+        up_axis=contact_cfg.up_axis,
+        ground_height_m=contact_cfg.ground_height,
+        has_mesh=mesh is not None,
+        checks=checks,
+        metrics=metrics,
+        series=series,
+        config=dataclasses.asdict(cfg) | {"joint_limits": limits.source},
+    )
+    report.geometry = {
+        "points": points,
+        "joints": joints,
+        "parents": rig.parents,
+        "joint_names": names,
+        "triangles": None if mesh is None else mesh.triangles,
+        "self_intersection": si,
+        "contact_height": ground.contact_height,
+    }
+    return report
+
+
+def _parts(scores: np.ndarray, names: tuple[str, ...], limit: int) -> list[str]:
+    """Names of the parts with positive score, highest first."""
+    order = np.argsort(-scores, kind="stable")
+    return [names[p] for p in order[:limit] if scores[p] > 0]
+
+
+def _check_penetration(ground: GroundContactMetrics, t, fps, cfg: AuditConfig, names, series) -> CheckResult:
+    size = ground.size
+    depth = ground.penetration_max
+    series["penetration_m"] = depth
+    soft, hard = cfg.penetration_rel * size, cfg.penetration_hard_rel * size
+    fail = depth > hard
+    for s, e in frame_runs(depth > soft):
+        if t[e - 1] - t[s] + 1.0 / fps >= cfg.min_event_s - 1e-9:
+            fail[s:e] = True
+    worst = int(depth.argmax())
+    ranges = frame_ranges(fail, t)
+    parts = _parts(np.where(fail[:, None], ground.part_penetration, 0.0).max(axis=0), names, cfg.max_parts)
+    deepest = names[ground.penetration_label[worst]] if ground.penetration_label[worst] >= 0 else "-"
+    if fail.any():
+        msg = (
+            f"ground penetration up to {_cm(depth.max(), size)} at frame {worst} ({deepest}); fails at "
+            f"{_ranges_text(ranges)} (deeper than {soft:.3g} m for {cfg.min_event_s:g} s or {hard:.3g} m once)"
+            f" in {', '.join(parts)}"
+        )
+    else:
+        msg = f"max penetration {_cm(depth.max(), size)} at frame {worst} ({deepest})"
+    return CheckResult(
+        "ground_penetration",
+        "fail" if fail.any() else "pass",
+        float(depth.max()),
+        soft,
+        "m",
+        msg,
+        ranges,
+        parts,
+        worst,
+        "penetration_m",
+        {"hard_threshold_m": hard, "min_event_s": cfg.min_event_s, "mean_penetration_m": ground.mean_penetration_m},
+    )
+
+
+def _check_floating(ground: GroundContactMetrics, t, names, series) -> CheckResult:
+    h = ground.floating_height
+    series["floating_m"] = h
+    ranges = frame_ranges(ground.floating, t)
+    worst = int(h.argmax()) if ground.floating.any() else -1
+    if ground.floating.any():
+        msg = f"floating up to {_cm(h.max(), ground.size)} above the ground at {_ranges_text(ranges)} (whole body)"
+    else:
+        airborne = int(ground.airborne.sum())
+        msg = f"no floating ({airborne} airborne frames, all explained by ballistic flight)"
+    return CheckResult(
+        "floating",
+        "fail" if ground.floating.any() else "pass",
+        float(h.max()),
+        ground.contact_height,
+        "m",
+        msg,
+        ranges,
+        ["whole body"] if ground.floating.any() else [],
+        worst,
+        "floating_m",
+        {"floating_ratio": ground.floating_ratio, "airborne_frames": int(ground.airborne.sum())},
+    )
+
+
+def _check_skate(ground: GroundContactMetrics, t, cfg: AuditConfig, names, series) -> CheckResult:
+    size = ground.size
+    speed = np.nan_to_num(np.nanmax(np.where(np.isnan(ground.part_skate_speed), -1, ground.part_skate_speed), 1))
+    series["skate_speed_mps"] = np.maximum(speed, 0.0)
+    limit = cfg.slide_rel * size
+    bad = [s for s in ground.slides if s.distance_m > limit]
+    fail = np.zeros(len(t), dtype=bool)
+    scores = np.zeros(len(names))
+    for s in bad:
+        fail[s.start : s.stop] = True
+        scores[s.part] = max(scores[s.part], s.distance_m)
+    worst_slide = max(ground.slides, key=lambda s: s.distance_m, default=None)
+    value = worst_slide.distance_m if worst_slide else 0.0
+    worst = -1
+    if worst_slide is not None:
+        seg = series["skate_speed_mps"][worst_slide.start : worst_slide.stop]
+        worst = worst_slide.start + int(np.argmax(seg))
+    ranges = frame_ranges(fail, t)
+    parts = _parts(scores, names, cfg.max_parts)
+    where = f" ({names[worst_slide.part]}, frames {worst_slide.start}-{worst_slide.stop - 1})" if worst_slide else ""
+    if bad:
+        msg = f"feet slide up to {_cm(value, size)} in one contact{where}; fails at {_ranges_text(ranges)}"
+        msg += f" in {', '.join(parts)}"
+    else:
+        msg = f"longest slide in one contact {_cm(value, size)}{where}"
+    msg += f"; foot_skate_ratio {ground.foot_skate_ratio:.3f}"
+    return CheckResult(
+        "foot_skate",
+        "fail" if bad else "pass",
+        float(value),
+        limit,
+        "m",
+        msg,
+        ranges,
+        parts,
+        worst,
+        "skate_speed_mps",
+        {
+            "foot_skate_ratio": ground.foot_skate_ratio,
+            "skate_speed_threshold_mps": ground.skate_speed_threshold,
+            "ground_velocity_mps": ground.ground_velocity.tolist(),
+            "slides": [
+                {"part": names[s.part], "start": s.start, "stop": s.stop, "distance_m": s.distance_m} for s in bad
+            ],
+        },
+    )
+
+
+def _check_self_intersection(si: SelfIntersectionMetrics, flabels, t, cfg: AuditConfig, names, series) -> CheckResult:
+    size = si.size
+    length = si.length_m
+    series["self_intersection_length_m"] = length
+    series["self_intersection_face_share"] = si.face_share
+    series["self_penetration_depth_m"] = si.depth_m
+    limit = cfg.self_intersection_length_rel * size
+    fail = length > limit
+    worst = int(length.argmax()) if length.any() else -1
+    pair_len: dict[tuple[str, str], float] = {}
+    scores = np.zeros(len(names))
+    for f in np.flatnonzero(fail if fail.any() else length == length.max()) if length.any() else []:
+        fr = si.frames[f]
+        for (i, j), ln in zip(fr.pairs, fr.lengths):
+            a, b = sorted((names[flabels[i]], names[flabels[j]]))
+            pair_len[(a, b)] = pair_len.get((a, b), 0.0) + float(ln)
+            scores[flabels[i]] += ln
+            scores[flabels[j]] += ln
+    top = sorted(pair_len.items(), key=lambda kv: -kv[1])[: cfg.max_parts]
+    parts = _parts(scores, names, cfg.max_parts)
+    ranges = frame_ranges(fail, t)
+    pairs_text = ", ".join(f"{a}/{b}" for (a, b), _ in top)
+    if fail.any():
+        msg = (
+            f"self-intersection contour up to {_cm(length.max(), size)} at frame {worst}; fails at "
+            f"{_ranges_text(ranges)} between {pairs_text}"
+        )
+    elif worst >= 0:
+        msg = f"max contour {_cm(length.max(), size)} at frame {worst} ({pairs_text}), below the limit"
+    else:
+        msg = "no self-intersection"
+    return CheckResult(
+        "self_intersection",
+        "fail" if fail.any() else "pass",
+        float(length.max(initial=0.0)),
+        limit,
+        "m",
+        msg,
+        ranges,
+        parts if fail.any() else [],
+        worst,
+        "self_intersection_length_m",
+        {
+            "max_face_share": si.max_face_share,
+            "max_penetration_depth_m": float(si.depth_m.max(initial=0.0)),
+            "intersecting_frames": si.intersecting_frames,
+            "joint_pairs": [[a, b, ln] for (a, b), ln in top],
+        },
+    )
+
+
+def _check_limits(rig: Rig, motion: Motion, limits: JointLimits, t, cfg: AuditConfig, series) -> CheckResult:
+    excess = joint_limit_violations(rig.rest_rotations, motion.rotations, limits)
+    excess[:, root_chain(rig.parents)] = 0.0  # the body's global orientation has no limit
+    per_frame = np.rad2deg(excess.max(axis=1))
+    series["joint_limit_excess_deg"] = per_frame
+    fail = per_frame > 1e-6
+    worst = int(per_frame.argmax()) if fail.any() else -1
+    parts = _parts(np.rad2deg(excess.max(axis=0)), rig.joint_names, cfg.max_parts)
+    ranges = frame_ranges(fail, t)
+    if fail.any():
+        msg = f"joints exceed their limits by up to {per_frame.max():.1f} deg at {_ranges_text(ranges)}"
+        msg += f" in {', '.join(parts)}"
+    else:
+        msg = "all joints within their limits"
+    msg += f" (limits {limits.source})"
+    return CheckResult(
+        "joint_limits",
+        "fail" if fail.any() else "pass",
+        float(per_frame.max(initial=0.0)),
+        0.0,
+        "deg",
+        msg,
+        ranges,
+        parts,
+        worst,
+        "joint_limit_excess_deg",
+        {"limits": limits.source},
+    )
+
+
+def _check_bones(drift: np.ndarray, size: float, t, cfg: AuditConfig, names, series) -> CheckResult:
+    per_frame = drift.max(axis=1)
+    series["bone_drift_m"] = per_frame
+    limit = cfg.bone_drift_rel * size
+    fail = per_frame > limit
+    worst = int(per_frame.argmax())
+    parts = _parts(np.where(drift.max(axis=0) > limit, drift.max(axis=0), 0.0), names, cfg.max_parts)
+    ranges = frame_ranges(fail, t)
+    if fail.any():
+        msg = (
+            f"bone lengths change by up to {_cm(per_frame.max(), size)} at {_ranges_text(ranges)} in {', '.join(parts)}"
+        )
+    else:
+        msg = f"bone lengths kept (max change {_cm(per_frame.max(), size)})"
+    return CheckResult(
+        "bone_length",
+        "fail" if fail.any() else "pass",
+        float(per_frame.max()),
+        limit,
+        "m",
+        msg,
+        ranges,
+        parts,
+        worst,
+        "bone_drift_m",
+    )
+
+
+def _check_jitter(rig: Rig, motion: Motion, size: float, cfg: AuditConfig, names, series, device) -> CheckResult:
+    t = motion.times
+    analysed = motion.resample(cfg.jitter_fps) if motion.fps > cfg.jitter_fps * 1.001 else motion
+    pos, _ = pose_motion(rig, analysed, device)
+    jerk = jerk_magnitude(pos, analysed.times)
+    e = min(JERK_EDGE_FRAMES, len(jerk))
+    jerk[:e] = 0.0
+    jerk[len(jerk) - e :] = 0.0
+    # each original frame reads the analysed sample nearest in time
+    ta = analysed.times
+    idx = np.clip(np.searchsorted(ta, t), 0, len(ta) - 1)
+    prev = np.clip(idx - 1, 0, len(ta) - 1)
+    idx = np.where(np.abs(ta[prev] - t) < np.abs(ta[idx] - t), prev, idx)
+    per_joint = jerk[idx]
+    per_frame = per_joint.max(axis=1)
+    series["jerk_mps3"] = per_frame
+    limit = cfg.jerk_rel * size
+    fail = per_frame > limit
+    worst = int(per_frame.argmax())
+    parts = _parts(np.where(per_joint.max(axis=0) > limit, per_joint.max(axis=0), 0.0), names, cfg.max_parts)
+    ranges = frame_ranges(fail, t)
+    rate = f"at {analysed.fps:g} fps"
+    if fail.any():
+        msg = f"jerk up to {per_frame.max():.4g} m/s^3 ({per_frame.max() / size:.0f} sizes/s^3 {rate})"
+        msg += f" at {_ranges_text(ranges)} in {', '.join(parts)}"
+    else:
+        msg = f"max jerk {per_frame.max():.4g} m/s^3 ({per_frame.max() / size:.0f} sizes/s^3 {rate})"
+    return CheckResult(
+        "jitter",
+        "fail" if fail.any() else "pass",
+        float(per_frame.max()),
+        limit,
+        "m/s^3",
+        msg,
+        ranges,
+        parts,
+        worst,
+        "jerk_mps3",
+        {"analysis_fps": analysed.fps},
+    )

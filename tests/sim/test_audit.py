@@ -1,0 +1,130 @@
+"""The audit on clean procedural clips and on clips damaged on purpose over a known frame range."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from audit_cases import limb_through_body, sliding, sunk
+
+import sim
+from sim import characters
+from sim.audit import CHECK_NAMES, AuditConfig, FrameRange, audit_motion, plot_timeline, plot_worst_frame
+
+START, STOP = 20, 45
+"""Frames the constructed defects cover."""
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def biped():
+    rig, clips = characters.build("biped-walk")
+    return rig, clips["walk"]
+
+
+@pytest.fixture(scope="module")
+def clean_report(biped):
+    return audit_motion(*biped)
+
+
+def _statuses(report) -> dict[str, str]:
+    return {c.name: c.status for c in report.checks}
+
+
+def test_clean_walk_passes_every_check(clean_report):
+    assert [c.name for c in clean_report.checks] == list(CHECK_NAMES)
+    assert clean_report.passed, clean_report.summary()
+    assert clean_report.has_mesh
+    assert clean_report.size_m == pytest.approx(1.756, abs=0.01)  # the biped's height is its largest extent
+
+
+def test_sunk_3cm_fails_ground_penetration_on_exactly_those_frames(biped):
+    rig, walk = biped
+    report = audit_motion(rig, sunk(walk, START, STOP, 0.03))
+    check = report.check("ground_penetration")
+    assert check.status == "fail"
+    assert check.frame_ranges == [FrameRange(START, STOP, walk.times[START], walk.times[STOP - 1])]
+    assert check.value == pytest.approx(0.03, abs=0.002)  # the clean walk touches the ground within 0.1 mm
+    assert any("foot" in p or "toes" in p for p in check.body_parts)
+    assert f"frames {START}-{STOP - 1}" in check.message
+
+
+def test_sliding_feet_fail_foot_skate_around_those_frames(biped):
+    rig, walk = biped
+    report = audit_motion(rig, sliding(walk, START, STOP, 0.8))
+    check = report.check("foot_skate")
+    assert check.status == "fail"
+    failing = np.zeros(walk.frame_count, bool)
+    for r in check.frame_ranges:
+        failing[r.start : r.stop] = True
+    # the failing contacts are those overlapping the drift: they cover it and reach at most one stance beyond
+    stance = 20  # frames of one stance phase of this walk, with margin
+    assert failing[START + 3 : STOP - 3].all()
+    assert not failing[: START - stance].any() and not failing[STOP + stance :].any()
+    assert set(check.body_parts) & {"left_foot", "right_foot", "left_toes", "right_toes"}
+    for name in ("ground_penetration", "self_intersection"):
+        assert report.check(name).status == "pass"
+
+
+def test_arm_through_torso_fails_self_intersection_on_exactly_those_frames(biped):
+    rig, walk = biped
+    report = audit_motion(rig, limb_through_body(rig, walk, "left_upper_arm", START, STOP, -45.0))
+    check = report.check("self_intersection")
+    assert check.status == "fail"
+    assert [(r.start, r.stop) for r in check.frame_ranges] == [(START, STOP)]
+    assert "left_upper_arm" in check.body_parts
+    assert any("spine" in p for p in check.body_parts)
+    assert _statuses(report)["ground_penetration"] == "pass"
+
+
+def test_floating_and_pop_and_flip_are_caught(biped):
+    rig, walk = biped
+    root = walk.root_translations.copy()
+    root[START:STOP, 2] += 0.1  # hovers 10 cm for 0.8 s
+    floating = sim.Motion(walk.fps, root, walk.rotations, walk.translations, times=walk.times)
+    check = audit_motion(rig, floating).check("floating")
+    assert check.status == "fail"
+    assert check.frame_ranges[0].start >= START and check.frame_ranges[-1].stop <= STOP
+
+    rot = walk.rotations.copy()
+    k = rig.joint_index("left_shin")
+    rot[30:33, k] = sim.rotations.quat_multiply(rot[30:33, k], [1.0, 0.0, 0.0, 0.0])  # knee flipped 180 deg, 0.1 s
+    flipped = sim.Motion(walk.fps, walk.root_translations, rot, walk.translations, times=walk.times)
+    report = audit_motion(rig, flipped)
+    limits = report.check("joint_limits")
+    assert limits.status == "fail" and "left_shin" in limits.body_parts
+    assert [(r.start, r.stop) for r in limits.frame_ranges] == [(30, 33)]
+    jitter = report.check("jitter")
+    assert jitter.status == "fail" and 27 <= jitter.worst_frame <= 35
+
+
+def test_joint_only_rig_skips_mesh_checks(biped):
+    rig, walk = biped
+    bare = sim.Rig(rig.joint_names, rig.parents, rig.rest_translations, rig.rest_rotations, name="bones")
+    report = audit_motion(bare, walk)
+    assert not report.has_mesh
+    assert report.check("self_intersection").status == "skipped"
+    assert report.check("ground_penetration").status in ("pass", "fail")
+
+
+def test_report_json_and_figures(clean_report, biped, tmp_path):
+    data = json.loads(clean_report.to_json())
+    assert data["schema"] == "kinedistill.audit/1" and data["passed"] is True
+    assert [c["name"] for c in data["checks"]] == list(CHECK_NAMES)
+    assert len(data["series"]["penetration_m"]) == biped[1].frame_count
+    assert data["config"]["penetration_rel"] == AuditConfig().penetration_rel
+    plot_timeline(clean_report, tmp_path / "t.png")
+    plot_worst_frame(clean_report, tmp_path / "w.png")
+    for name in ("t.png", "w.png"):
+        blob = (tmp_path / name).read_bytes()
+        assert blob.startswith(PNG_MAGIC) and len(blob) > 10_000
+
+
+def test_import_sim_audit_does_not_load_matplotlib():
+    import subprocess
+    import sys
+
+    code = "import sys, sim, sim.audit; print('matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
