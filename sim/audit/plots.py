@@ -2,7 +2,7 @@
 
 * :func:`plot_timeline`: one panel per check with its per-frame series, its threshold (dashed) and its failing
   frame ranges shaded red.
-* :func:`plot_worst_frame`: two orthographic views (side and front) of the skinned mesh at the worst frame,
+* :func:`plot_worst_frame`: two orthographic views (along both horizontal axes) of the skinned mesh at the worst frame,
   painter-sorted and shaded; intersecting faces red, vertices under the ground orange, the self-intersection
   contour black, the ground line brown. Rigs without a mesh are drawn as skeletons with offending joints red.
 """
@@ -80,7 +80,7 @@ def plot_worst_frame(report: AuditReport, path: str | Path, frame: int | None = 
     h0, h1 = horizontal_axes(report.up_axis)  # type: ignore[arg-type]
     pts = np.asarray(geo["points"][f])
     ground = report.ground_height_m
-    views = (("side", h0, h1), ("front", h1, h0))  # (name, screen x axis, depth axis)
+    views = (("view along " + "XYZ"[h1], h0, h1), ("view along " + "XYZ"[h0], h1, h0))  # (title, screen x, depth)
     fig, axes = plt.subplots(1, 2, figsize=(10, 5))
     tris = geo["triangles"]
     si = geo.get("self_intersection")
@@ -119,7 +119,7 @@ def plot_worst_frame(report: AuditReport, path: str | Path, frame: int | None = 
         ax.set_xlim(lo[sx] - pad, hi[sx] + pad)
         ax.set_ylim(min(lo[up], ground) - pad, hi[up] + pad)
         ax.set_aspect("equal")
-        ax.set_title(f"{title} view", fontsize=9)
+        ax.set_title(f"{title}: {'XYZ'[sx]}-{'XYZ'[up]} projection", fontsize=9)
         ax.tick_params(labelsize=7)
     failing = [c.name for c in report.checks if c.failed and any(r.start <= f < r.stop for r in c.frame_ranges)]
     note = ", ".join(failing) if failing else "no failing check on this frame"

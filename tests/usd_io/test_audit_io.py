@@ -1,0 +1,103 @@
+"""audit_file on the shared assets, write_audit's folder, and the pytest assertion helpers' messages."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from audit_cases import limb_through_body, sliding, sunk
+
+import usd_io
+from usd_io.audit_io import (
+    AUDIT_FILES,
+    assert_ground_contact,
+    assert_no_foot_skate,
+    assert_no_self_intersection,
+    audit_file,
+    write_audit,
+)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def biped():
+    asset = usd_io.load_asset("procedural:biped-walk")
+    return asset.rig, asset.clip()
+
+
+@pytest.mark.parametrize("clip", ["Survey", "Walk", "Run"])
+def test_audit_fox_clips(assets_dir, clip):
+    report = audit_file(assets_dir / "gltf" / "Fox.glb", clip)
+    assert report.has_mesh and report.clip_name == clip
+    assert report.check("self_intersection").status in ("pass", "fail")
+    data = json.loads(report.to_json())
+    assert data["metrics"]["self_intersection"]["face_count"] == 576
+    assert np.isfinite(data["metrics"]["ground"]["max_penetration_m"])
+    # the Fox's clips keep their feet on the ground within 2.5% of its size and never float
+    assert report.check("ground_penetration").status == "pass"
+    assert report.check("floating").status == "pass"
+
+
+@pytest.mark.parametrize("name", ["131_01.bvh", "131_02.bvh"])
+def test_audit_cmu_bvh_runs_on_joints(assets_dir, name):
+    report = audit_file(assets_dir / "bvh" / name)
+    assert not report.has_mesh
+    assert report.check("self_intersection").status == "skipped"
+    assert report.frame_count > 900 and report.fps == pytest.approx(120.0)
+    assert report.check("bone_length").status == "pass"  # BVH offsets are fixed
+    json.loads(report.to_json())
+
+
+def test_write_audit_writes_three_files(biped, tmp_path):
+    out = tmp_path / "audit"
+    report = write_audit(out, *biped)
+    assert sorted(p.name for p in out.iterdir()) == sorted(AUDIT_FILES)
+    data = json.loads((out / "report.json").read_text())
+    assert data["passed"] is report.passed is True
+    for png in ("timeline.png", "worst_frame.png"):
+        assert (out / png).read_bytes().startswith(PNG_MAGIC)
+
+
+def test_assert_ground_contact(biped):
+    rig, walk = biped
+    assert_ground_contact((rig, walk), max_penetration_m=0.01)
+    with pytest.raises(AssertionError) as err:
+        assert_ground_contact((rig, sunk(walk, 20, 45, 0.03)), max_penetration_m=0.01)
+    msg = str(err.value)
+    assert "frames 20-44 (0.67-1.47 s)" in msg
+    assert "foot" in msg or "toes" in msg
+
+
+def test_assert_no_foot_skate(biped):
+    rig, walk = biped
+    assert_no_foot_skate((rig, walk))
+    with pytest.raises(AssertionError, match=r"(left|right)_(foot|toes)' slides .* over frames \d+-\d+"):
+        assert_no_foot_skate((rig, sliding(walk, 20, 45, 0.8)))
+
+
+def test_assert_no_self_intersection(biped):
+    rig, walk = biped
+    assert_no_self_intersection((rig, walk), max_contour_m=0.0)
+    with pytest.raises(AssertionError) as err:
+        assert_no_self_intersection((rig, limb_through_body(rig, walk, "left_upper_arm", 20, 45, -45.0)))
+    msg = str(err.value)
+    assert "frames 20-44" in msg and "left_upper_arm" in msg
+
+
+def test_sources_and_errors(assets_dir, tmp_path):
+    path = assets_dir / "gltf" / "Fox.glb"
+    asset = usd_io.load_asset(path)
+    # a path, an Asset and a (rig, motion) pair give the same metrics
+    a = assert_ground_contact(path, max_penetration_m=10.0, clip="Walk")
+    b = assert_ground_contact(asset, max_penetration_m=10.0, clip="Walk")
+    c = assert_ground_contact((asset.rig, asset.clips["Walk"]), max_penetration_m=10.0)
+    np.testing.assert_array_equal(a.penetration_max, b.penetration_max)
+    np.testing.assert_array_equal(a.penetration_max, c.penetration_max)
+    with pytest.raises(usd_io.InputError, match="clip"):
+        audit_file(path, "Gallop")
+    with pytest.raises(usd_io.InputError, match="no such file"):
+        audit_file(tmp_path / "missing.glb")
+    with pytest.raises(usd_io.InputError, match="meshes"):
+        assert_no_self_intersection(assets_dir / "bvh" / "131_01.bvh")
