@@ -1,0 +1,114 @@
+"""Torch bridge for the collision penalties (importing this module imports torch).
+
+``ground_penetration_penalty(points)`` and ``capsule_penetration_penalty(seg_a, seg_b, radii, pairs)`` return
+per-frame penalties (sum of squared penetration depths [m^2]) as differentiable torch tensors, computed by the
+Warp kernels of :mod:`sim.collision` in float64 (inputs of other float types are cast, gradients cast back).
+Leading batch dimensions are flattened into frames.
+"""
+
+from __future__ import annotations
+
+import torch
+import warp as wp
+
+from ._warp_setup import init_warp
+from .collision import capsule_penetration_penalty as _capsule_wp
+from .collision import ground_penetration_penalty as _ground_wp
+
+__all__ = ["capsule_penetration_penalty", "ground_penetration_penalty"]
+
+
+def _wp_vec3(t: torch.Tensor) -> wp.array:
+    """A float64 Warp view (with a gradient array) of a detached (F, N, 3) tensor."""
+    return wp.from_torch(t.detach().to(torch.float64).contiguous(), dtype=wp.vec3d, requires_grad=True)
+
+
+class _GroundPenalty(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, points: torch.Tensor, ground_height: float) -> torch.Tensor:
+        init_warp()
+        p = _wp_vec3(points)
+        tape = wp.Tape()
+        with tape:
+            _, pen = _ground_wp(p, ground_height)
+        ctx.saved = (tape, p, pen)
+        ctx.in_dtype = points.dtype
+        return wp.to_torch(pen).clone().to(points.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_pen: torch.Tensor):
+        tape, p, pen = ctx.saved
+        tape.backward(grads={pen: wp.from_torch(grad_pen.detach().to(torch.float64).contiguous())})
+        g = wp.to_torch(p.grad).clone().to(ctx.in_dtype)
+        tape.zero()
+        return g, None
+
+
+class _CapsulePenalty(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, seg_a: torch.Tensor, seg_b: torch.Tensor, radii: torch.Tensor, pairs: torch.Tensor):
+        init_warp()
+        a, b = _wp_vec3(seg_a), _wp_vec3(seg_b)
+        r = wp.from_torch(radii.detach().to(torch.float64).contiguous(), requires_grad=True)
+        pr = wp.from_torch(pairs.detach().to(torch.int32).contiguous().reshape(-1, 2))
+        tape = wp.Tape()
+        with tape:
+            _, pen = _capsule_wp(a, b, r, pr)
+        ctx.saved = (tape, a, b, r, pen)
+        ctx.dtypes = (seg_a.dtype, seg_b.dtype, radii.dtype)
+        return wp.to_torch(pen).clone().to(seg_a.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_pen: torch.Tensor):
+        tape, a, b, r, pen = ctx.saved
+        tape.backward(grads={pen: wp.from_torch(grad_pen.detach().to(torch.float64).contiguous())})
+        ta, tb, tr = ctx.dtypes
+        out = (
+            wp.to_torch(a.grad).clone().to(ta),
+            wp.to_torch(b.grad).clone().to(tb),
+            wp.to_torch(r.grad).clone().to(tr),
+        )
+        tape.zero()
+        return (*out, None)
+
+
+def ground_penetration_penalty(points: torch.Tensor, ground_height: float = 0.0) -> torch.Tensor:
+    """Per-frame ground penalty ``sum_v max(0, h - z)^2`` [m^2].
+
+    Args:
+        points: world points [m], shape (..., V, 3); CPU tensor.
+        ground_height: ground plane height [m].
+
+    Returns:
+        Shape (...) (the leading dimensions of ``points``).
+    """
+    if points.shape[-1] != 3 or points.dim() < 2:
+        raise ValueError(f"points: expected shape (..., V, 3), got {tuple(points.shape)}")
+    lead = points.shape[:-2]
+    flat = points.reshape(-1, points.shape[-2], 3)
+    return _GroundPenalty.apply(flat, float(ground_height)).reshape(lead)
+
+
+def capsule_penetration_penalty(
+    seg_a: torch.Tensor, seg_b: torch.Tensor, radii: torch.Tensor, pairs: torch.Tensor
+) -> torch.Tensor:
+    """Per-frame capsule self-penetration penalty ``sum_k max(0, r_i + r_j - dist_ij)^2`` [m^2].
+
+    Args:
+        seg_a, seg_b: world capsule segment ends [m], shape (..., N, 3).
+        radii: capsule radii [m], shape (N,).
+        pairs: capsule index pairs to test, shape (P, 2), integer.
+
+    Returns:
+        Shape (...).
+    """
+    if seg_a.shape != seg_b.shape or seg_a.shape[-1] != 3 or seg_a.dim() < 2:
+        raise ValueError(
+            f"seg_a/seg_b: expected equal shapes (..., N, 3), got {tuple(seg_a.shape)}, {tuple(seg_b.shape)}"
+        )
+    if radii.shape != (seg_a.shape[-2],):
+        raise ValueError(f"radii: expected shape ({seg_a.shape[-2]},), got {tuple(radii.shape)}")
+    lead = seg_a.shape[:-2]
+    n = seg_a.shape[-2]
+    out = _CapsulePenalty.apply(seg_a.reshape(-1, n, 3), seg_b.reshape(-1, n, 3), radii, pairs)
+    return out.reshape(lead)
