@@ -532,11 +532,15 @@ def joint_limits_from_motions(
 ) -> JointLimits:
     """Data-derived limits: the range of each joint's rest-relative rotation vector over sample motions.
 
+    Each motion's range (robust when ``quantile`` > 0) is taken on its own and the limits are their envelope,
+    so a short clip with extreme poses is not outvoted by a long one.
+
     Args:
         rest_rotations: rest local rotations [quat xyzw], shape (J, 4).
         rotations: local rotations of the sample motions, each shape (F_i, J, 4).
         margin_deg: widening on both sides [deg].
-        quantile: robust range: use the ``quantile`` and ``1 - quantile`` quantiles instead of min and max.
+        quantile: robust range: use each motion's ``quantile`` and ``1 - quantile`` quantiles instead of its
+            min and max.
 
     Returns:
         Limits on each joint's rotation vector.
@@ -545,12 +549,14 @@ def joint_limits_from_motions(
         raise ValueError("rotations: need at least one motion to derive limits from")
     if not 0.0 <= quantile < 0.5:
         raise ValueError(f"quantile must lie in [0, 0.5), got {quantile}")
-    rv = np.concatenate([_rest_relative(rest_rotations, r) for r in rotations])
-    lo = np.quantile(rv, quantile, axis=0) if quantile else rv.min(axis=0)
-    hi = np.quantile(rv, 1 - quantile, axis=0) if quantile else rv.max(axis=0)
+    lows, highs = [], []
+    for r in rotations:
+        rv = _rest_relative(rest_rotations, r)
+        lows.append(np.quantile(rv, quantile, axis=0) if quantile else rv.min(axis=0))
+        highs.append(np.quantile(rv, 1 - quantile, axis=0) if quantile else rv.max(axis=0))
     m = np.deg2rad(margin_deg)
     src = f"derived from {len(rotations)} clip(s), quantile {quantile:g}, margin {margin_deg:g} deg"
-    return JointLimits(lo - m, hi + m, src)
+    return JointLimits(np.min(lows, axis=0) - m, np.max(highs, axis=0) + m, src)
 
 
 def _rest_relative(rest_rotations, rotations) -> np.ndarray:

@@ -218,3 +218,13 @@ def test_joint_limits_violation_angle():
     np.testing.assert_allclose(joint_limit_violations(rest, rot, derived)[2, 1], np.deg2rad(20.0), atol=1e-12)
     with pytest.raises(ValueError, match="lower > upper"):
         JointLimits(np.ones((2, 3)), np.zeros((2, 3)))
+
+
+def test_derived_limits_are_the_envelope_of_each_clip():
+    rest = np.tile([0.0, 0.0, 0.0, 1.0], (1, 1))
+    ang = lambda deg: axis_angle_to_quat(np.deg2rad(np.asarray(deg, float))[:, None] * [[0.0, 0.0, 1.0]])[:, None]  # noqa: E731
+    long_clip = ang(np.linspace(-10.0, 10.0, 100))  # 100 frames in [-10, 10] deg about z
+    short_clip = ang([60.0, 60.0, 60.0, 60.0])  # 4 frames at 60 deg: pooled quantiles would drop them
+    limits = joint_limits_from_motions(rest, [long_clip, short_clip], margin_deg=5.0, quantile=0.1)
+    np.testing.assert_allclose(np.rad2deg(limits.upper[0, 2]), 65.0, atol=1e-9)
+    np.testing.assert_allclose(np.rad2deg(limits.lower[0, 2]), -8.0 - 5.0, atol=0.05)  # 10% quantile of -10..10
