@@ -1,0 +1,87 @@
+"""Physics: any rig as a Newton articulation, PD tracking with contact, AKD-style physics projection.
+
+Typical use::
+
+    ref = prepare_reference(rig, clip, ReferenceConfig(loops=3), target_height_m=0.5)
+    character = build_character(ref.rig, ref.motion, CharacterConfig())
+    result = project(character, ref.motion)          # or track(character, ref.motion)
+    result.motion                                    # the physical motion on the (scaled) rig
+    tracking_metrics(character, reference_trajectory(character, ref.motion), result, ref.kinematic_input)
+
+Newton is imported on first simulation, not by ``import sim.physics``.
+"""
+
+from .character import GRAVITY, PhysicsCharacter, build_character, euler_xyz_to_quat, quat_to_euler_xyz
+from .config import (
+    CharacterConfig,
+    ContactConfig,
+    ProjectionConfig,
+    ReferenceConfig,
+    RootAssistConfig,
+    SolverConfig,
+    TrackingConfig,
+)
+from .metrics import contact_summary, self_penetration, tracking_metrics
+from .newton_model import CharacterSimulation, build_newton_builder, build_newton_model, substeps_for
+from .projection import project
+from .reference import (
+    PreparedReference,
+    ground_offset,
+    ground_offsets,
+    loop_motion,
+    prepare_reference,
+    root_motion_from_contacts,
+    scale_motion,
+    scale_rig,
+)
+from .tracking import (
+    BlowUp,
+    ReferenceTrajectory,
+    TargetFilter,
+    TrackingResult,
+    apply_target_filter,
+    detect_blowup,
+    detect_fall,
+    reference_trajectory,
+    track,
+)
+
+__all__ = [
+    "GRAVITY",
+    "BlowUp",
+    "CharacterConfig",
+    "CharacterSimulation",
+    "ContactConfig",
+    "PhysicsCharacter",
+    "PreparedReference",
+    "ProjectionConfig",
+    "ReferenceConfig",
+    "ReferenceTrajectory",
+    "RootAssistConfig",
+    "SolverConfig",
+    "TargetFilter",
+    "TrackingConfig",
+    "TrackingResult",
+    "apply_target_filter",
+    "build_character",
+    "build_newton_builder",
+    "build_newton_model",
+    "contact_summary",
+    "detect_blowup",
+    "detect_fall",
+    "euler_xyz_to_quat",
+    "ground_offset",
+    "ground_offsets",
+    "loop_motion",
+    "prepare_reference",
+    "project",
+    "quat_to_euler_xyz",
+    "reference_trajectory",
+    "root_motion_from_contacts",
+    "scale_motion",
+    "scale_rig",
+    "self_penetration",
+    "substeps_for",
+    "track",
+    "tracking_metrics",
+]

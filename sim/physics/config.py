@@ -1,0 +1,223 @@
+"""Configuration of the physics character, the tracking controller and the physics projection.
+
+Every number that shapes a result lives in one of these dataclasses; tyro turns the field docstrings into
+``--help``. Units are SI (m, kg, s) unless a field name says otherwise (``_deg``, ``_hz``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = [
+    "CharacterConfig",
+    "ContactConfig",
+    "ProjectionConfig",
+    "ReferenceConfig",
+    "RootAssistConfig",
+    "SolverConfig",
+    "TrackingConfig",
+]
+
+SolverName = Literal["steel", "featherstone", "xpbd"]
+RootMotionMode = Literal["auto", "keep", "from_contacts"]
+
+
+@dataclass
+class CharacterConfig:
+    """How a rig becomes an articulated rigid-body character (bodies, colliders, masses, joints, gains)."""
+
+    target_height_m: float | None = None
+    """Scale the character (rig, meshes and motion) so that its bind-pose height along Z is this [m];
+    None keeps the rig's size."""
+    density_kg_m3: float = 1000.0
+    """Density of the capsule colliders [kg/m^3] (used when ``total_mass_kg`` is None)."""
+    total_mass_kg: float | None = None
+    """Total mass of the character [kg]; when set, the density is scaled to reach it."""
+    density_scale: dict[str, float] = field(default_factory=dict)
+    """Density multipliers by body-name substring (case-insensitive), e.g. ``{"tail": 0.2}`` for a furry tail
+    whose mesh volume is mostly fur. A body matching several substrings takes the product."""
+    min_body_vertex_fraction: float = 0.01
+    """A bone gets its own rigid body when its skinning weights sum to at least this fraction of the mesh's
+    vertex count; smaller and leaf bones are merged into their parent's body."""
+    min_body_size_fraction: float = 0.04
+    """...and when the vertices it weights by at least ``collider_weight_threshold`` span at least this fraction
+    of the character height."""
+    collider_weight_threshold: float = 0.3
+    """A vertex belongs to a body's collider point set when the body's joints weight it at least this much."""
+    collider_radius_quantile: float = 0.8
+    """Capsule radius = this quantile of the dominated vertices' distances from the capsule axis (the capsule
+    ends are then placed so that every vertex within that radius is inside)."""
+    contact_colliders: Literal["sole", "bounding"] = "sole"
+    """Colliders of bodies that touch the ground in the reference (feet): ``sole`` lays a capsule across the
+    foot's lowest vertices, touching the lowest one, so the physical foot stands where the skinned foot does;
+    ``bounding`` encloses the foot's vertices (``contact_collider_radius_quantile``)."""
+    contact_collider_radius_quantile: float = 1.0
+    """Radius quantile of ``bounding`` contact colliders (1.0 bounds every vertex)."""
+    min_radius_fraction: float = 0.01
+    """Lower bound of a capsule radius as a fraction of the character height."""
+    meshless_radius_fraction: float = 0.12
+    """For rigs without a skinned mesh (e.g. BVH): capsule radius of a bone as a fraction of its length."""
+    joint_limits: Literal["motion", "none"] = "motion"
+    """``motion``: joint limits from the reference motion's range plus a margin; ``none``: unlimited."""
+    joint_limit_margin_deg: float = 25.0
+    """Margin added on both sides of the motion's range of each joint coordinate [deg]."""
+    min_joint_half_range_deg: float = 20.0
+    """Every limited coordinate gets at least this half-range around its mean [deg]."""
+    joint_limits_deg: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Explicit limits per rig joint name: (lower, upper) [deg] applied to each of the joint's three rotation
+    coordinates, relative to the reference pose; overrides the motion-derived limits of that joint."""
+    stiffness_hz: float = 15.0
+    """Natural frequency of each PD drive [Hz]: stiffness = (2 pi f)^2 x effective inertia of the DOF."""
+    damping_ratio: float = 1.0
+    """Damping ratio of each PD drive: damping = 2 zeta (2 pi f) x effective inertia."""
+    support_load: bool = True
+    """Joints on a chain from the root to a ground-contact body also carry their share of the body weight:
+    their effective inertia adds ``total_mass x (joint height)^2 / support_chain_count``."""
+    contact_height_fraction: float = 0.03
+    """A body is a ground-contact (support) body when its collider comes within this fraction of the height of
+    the ground in at least ``contact_frame_fraction`` of the reference frames."""
+    contact_frame_fraction: float = 0.15
+    """See ``contact_height_fraction``."""
+    armature_fraction: float = 0.05
+    """Rotor inertia added to each joint's DOFs as a fraction of its mean effective inertia (steadies light DOFs)."""
+    self_collision: bool = True
+    """Collide non-adjacent bodies with each other (parent/child pairs never collide)."""
+    filter_reference_overlaps: bool = True
+    """Do not collide body pairs whose capsules already overlap in the reference pose (they would push apart
+    from the first step)."""
+
+
+@dataclass
+class ContactConfig:
+    """Ground and self contact material."""
+
+    friction: float = 1.0
+    """Coulomb friction coefficient of every collider and the ground."""
+    restitution: float = 0.0
+    """Coefficient of restitution."""
+    ground_height_m: float = 0.0
+    """Height of the ground plane (Z) [m]."""
+    contact_gap_fraction: float = 0.01
+    """Speculative contact gap as a fraction of the character height."""
+    penalty_stiffness_per_kg: float = 4.0e3
+    """Penalty solvers only (Featherstone, XPBD ignores it): contact stiffness per kg of character mass [N/m/kg]."""
+
+
+@dataclass
+class SolverConfig:
+    """The Newton solver and its time step."""
+
+    solver: SolverName = "steel"
+    """``steel`` (default: reduced coordinates, implicit PD drives, hard contacts with static-friction patches:
+    stable at large steps with any gains; see design/physics_tracking.md), ``featherstone`` (explicit, penalty
+    contact, needs small steps), ``xpbd`` (fast but compliant PD, tracks worst)."""
+    max_dt_s: float = 1.0 / 120.0
+    """Largest physics step [s]; the number of substeps per motion frame is the smallest even count within it."""
+    iterations: int = 16
+    """Constraint iterations per step (Steel PGS, XPBD)."""
+    constraint_capacity: int = 384
+    """Steel: constraint rows per world (contacts and joint limits)."""
+    capture: bool = True
+    """Record one frame's substeps as a Warp CPU graph and replay it (10-30x fewer Python launches)."""
+
+
+@dataclass
+class RootAssistConfig:
+    """OPTIONAL residual root force ("invisible hand"): a PD force/torque on the root body towards the reference.
+
+    Off by default. When on, every output reports the force it applied (``root_assist_*`` metrics), so a result
+    that needed it is never mistaken for a purely joint-driven one.
+    """
+
+    enabled: bool = False
+    """Apply the residual root wrench."""
+    position_hz: float = 2.0
+    """Natural frequency of the root position servo [Hz] (stiffness = total mass x (2 pi f)^2)."""
+    rotation_hz: float = 2.0
+    """Natural frequency of the root orientation servo [Hz] (scaled by the character's inertia)."""
+    damping_ratio: float = 1.0
+    """Damping ratio of both servos."""
+    max_force_body_weights: float = 0.5
+    """Clamp of the force magnitude in units of the character's weight (total mass x g)."""
+
+
+@dataclass
+class TrackingConfig:
+    """PD tracking of a reference motion in Newton."""
+
+    solver: SolverConfig = field(default_factory=SolverConfig)
+    contact: ContactConfig = field(default_factory=ContactConfig)
+    root_assist: RootAssistConfig = field(default_factory=RootAssistConfig)
+    velocity_targets: bool = True
+    """Also drive joint velocities towards the reference's (joint_target_qd); otherwise towards zero."""
+    fall_height_fraction: float = 0.5
+    """Fallen: the root body drops below this fraction of its reference height..."""
+    fall_tilt_deg: float = 60.0
+    """...or its up axis tilts more than this from the reference's."""
+    blowup_speed_heights_per_s: float = 40.0
+    """Blow-up: a body moves faster than this many character heights per second (runaway energy)."""
+    blowup_distance_heights: float = 10.0
+    """Blow-up: a body is farther than this many character heights from its reference position."""
+
+
+@dataclass
+class ProjectionConfig:
+    """Physics projection: optimize the PD target sequence so the simulated bodies follow the reference.
+
+    Receding-horizon MPPI: in each window, ``samples`` perturbed target-offset sequences are rolled out in parallel
+    Newton worlds (contacts included), weighted by exp(-cost / temperature), averaged; the first
+    ``commit_frames`` of the best plan are kept, and the window slides on.
+    """
+
+    window_frames: int = 12
+    """Planning horizon [motion frames]."""
+    commit_frames: int = 4
+    """Frames committed per window."""
+    knot_interval_frames: int = 4
+    """Target offsets are piecewise linear between knots this many frames apart."""
+    samples: int = 24
+    """Rollouts per iteration (parallel Newton worlds); sample 0 is always the current mean."""
+    iterations: int = 3
+    """MPPI updates per window."""
+    sigma_deg: float = 4.0
+    """Standard deviation of the target offset perturbations [deg]."""
+    sigma_decay: float = 0.7
+    """Sigma multiplier per iteration within a window."""
+    temperature: float = 0.1
+    """MPPI temperature relative to the cost spread of the iteration (smaller = greedier)."""
+    max_offset_deg: float = 45.0
+    """Clamp of the target offsets [deg]."""
+    ilc_passes: int = 2
+    """Iterative-learning passes before MPPI: whole-clip PD runs whose joint-angle errors are added back to the
+    targets (cheap first correction of gravity sag)."""
+    ilc_gain: float = 0.7
+    """Fraction of the joint-angle error fed back per ILC pass."""
+    position_weight: float = 1.0
+    """Cost weight of body position error (relative to the character height, squared)."""
+    root_weight: float = 4.0
+    """Extra cost weight of the root body's position error."""
+    rotation_weight: float = 0.02
+    """Cost weight of body orientation error [rad^2]."""
+    velocity_weight: float = 0.01
+    """Cost weight of body velocity error (in heights per second, squared)."""
+    offset_weight: float = 0.002
+    """Cost weight of the target offsets [rad^2] (keeps the plan close to the reference targets)."""
+    seed: int = 0
+    """Random seed (the projection is deterministic for a given seed)."""
+
+
+@dataclass
+class ReferenceConfig:
+    """How the kinematic input becomes the reference the character tracks."""
+
+    root_motion: RootMotionMode = "auto"
+    """``keep``: track the clip as it is; ``from_contacts``: give an in-place (treadmill) clip the root motion
+    that keeps its stance feet planted; ``auto``: do so when the root travels less than a quarter of the feet's
+    sliding distance."""
+    ground: Literal["none", "clip", "per_frame"] = "per_frame"
+    """Vertical grounding: ``clip`` shifts the whole clip so its lowest skinned vertex touches the ground;
+    ``per_frame`` puts the lowest vertex of every stance frame on the ground (flight frames interpolated), so
+    a clip that hovers or sinks between keys becomes one whose support really touches the ground."""
+    fps: float | None = None
+    """Resample to this frame rate [1/s]; None keeps the clip's (30 for non-uniform clips)."""

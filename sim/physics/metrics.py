@@ -1,0 +1,129 @@
+"""Tracking metrics: body and joint errors against the reference, ground contact on skinned vertices (through
+:mod:`sim.contact_metrics`, shared with the audit), capsule self-penetration (through :mod:`sim.collision`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..collision import max_capsule_penetration
+from ..contact_metrics import ContactConfig, character_size, ground_contact_metrics
+from ..kinematics import pose_motion, skin_motion
+from ..motion import Motion
+from ..rotations import quat_conjugate, quat_multiply
+from .character import PhysicsCharacter
+from .tracking import ReferenceTrajectory, TrackingResult
+
+__all__ = ["contact_summary", "self_penetration", "tracking_metrics"]
+
+
+def _angle(q: np.ndarray) -> np.ndarray:
+    return 2.0 * np.arccos(np.clip(np.abs(q[..., 3]), 0.0, 1.0))
+
+
+def contact_summary(rig, motion: Motion, ground_height: float = 0.0) -> dict[str, float]:
+    """Ground contact of a rig motion on its skinned vertices (joint positions for meshless rigs).
+
+    Returns:
+        ``max_ground_penetration_m``, ``mean_ground_penetration_m``, ``foot_skate_ratio``, ``floating_ratio``,
+        ``max_floating_m`` as defined by :func:`sim.contact_metrics.ground_contact_metrics`.
+    """
+    if rig.meshes and sum(m.vertex_count for m in rig.meshes):
+        mesh = rig.merged_mesh()
+        pts = skin_motion(rig, motion, mesh=mesh)[0]
+        size = character_size(mesh.points)
+        labels = mesh.influence_joints[np.arange(mesh.vertex_count), mesh.influence_weights.argmax(axis=1)]
+    else:
+        pts = pose_motion(rig, motion)[0]
+        size = character_size(rig.rest_world_transforms()[0])
+        labels = np.arange(rig.joint_count)
+    m = ground_contact_metrics(
+        pts, motion.times, ContactConfig(ground_height=ground_height), size=size, labels=labels,
+        label_count=rig.joint_count,
+    )  # fmt: skip
+    return {
+        "max_ground_penetration_m": m.max_penetration_m,
+        "mean_ground_penetration_m": m.mean_penetration_m,
+        "foot_skate_ratio": m.foot_skate_ratio,
+        "floating_ratio": m.floating_ratio,
+        "max_floating_m": m.max_floating_m,
+    }
+
+
+def self_penetration(character: PhysicsCharacter, body_pos: np.ndarray, body_rot: np.ndarray) -> dict[str, object]:
+    """Deepest capsule overlap between colliding (non-adjacent, not filtered) bodies over frames.
+
+    Returns:
+        ``max_self_penetration_m`` [m], its ``frame`` and body ``pair`` names (None when nothing overlaps).
+    """
+    pairs = character.colliding_pairs()
+    if len(pairs) == 0:
+        return {"max_self_penetration_m": 0.0, "frame": None, "pair": None}
+    a, b = character.capsule_world(body_pos, body_rot)
+    depth, f, k = max_capsule_penetration(a, b, character.capsule_radii, pairs)
+    names = character.body_names
+    pair = None if k < 0 else [names[pairs[k][0]], names[pairs[k][1]]]
+    return {"max_self_penetration_m": depth, "frame": None if f < 0 else f, "pair": pair}
+
+
+def tracking_metrics(
+    character: PhysicsCharacter,
+    reference: ReferenceTrajectory,
+    result: TrackingResult,
+    kinematic_input: Motion | None = None,
+    ground_height: float = 0.0,
+) -> dict[str, object]:
+    """The metrics of a tracking or projection run (JSON-ready).
+
+    Keys: ``body_pos_error_rel`` (mean body-origin position error / character height),
+    ``body_pos_error_m``, ``root_pos_error_rel``, ``joint_angle_error_deg`` (mean angle between simulated and
+    reference parent-to-child body rotations), ``fell``, ``fell_frame``, ``blowup`` (None or frame and reason),
+    ``success`` (no blow-up, not fallen), ``max_ground_penetration_m``, ``mean_ground_penetration_m``,
+    ``foot_skate_ratio``, ``floating_ratio``, ``max_self_penetration_m``, ``realtime_factor``, the same contact
+    metrics with a ``reference_`` prefix measured on the kinematic input (scaled and looped, unmodified) and
+    with a ``target_`` prefix on the reference actually tracked (re-rooted, grounded), and ``root_assist``.
+    """
+    n = len(result.body_pos)
+    h = character.height
+    err = np.linalg.norm(result.body_pos - reference.body_pos[:n], axis=-1)
+    parent = character.body_parent[1:]
+    rel_sim = quat_multiply(quat_conjugate(result.body_rot[:, parent]), result.body_rot[:, 1:])
+    rel_ref = quat_multiply(quat_conjugate(reference.body_rot[:n, parent]), reference.body_rot[:n, 1:])
+    ang = np.degrees(_angle(quat_multiply(quat_conjugate(rel_ref), rel_sim)))
+    out: dict[str, object] = {
+        "frames": n,
+        "reference_frames": reference.frame_count,
+        "fps": reference.fps,
+        "character_height_m": h,
+        "character_mass_kg": character.total_mass,
+        "body_count": character.body_count,
+        "body_pos_error_rel": float(err.mean() / h) if n else float("nan"),
+        "body_pos_error_m": float(err.mean()) if n else float("nan"),
+        "root_pos_error_rel": float(err[:, 0].mean() / h) if n else float("nan"),
+        "max_body_pos_error_rel": float(err.max() / h) if n else float("nan"),
+        "joint_angle_error_deg": float(ang.mean()) if ang.size else 0.0,
+        "fell": result.fell_frame is not None,
+        "fell_frame": result.fell_frame,
+        "blowup": None if result.blowup is None else {"frame": result.blowup.frame, "reason": result.blowup.reason},
+        "success": result.ok,
+        "realtime_factor": result.realtime_factor,
+        "wall_time_s": result.wall_time_s,
+        "sim_time_s": result.sim_time_s,
+        "root_assist": result.root_assist,
+    }
+    out.update(contact_summary(character.rig, result.motion, ground_height))
+    sp = self_penetration(character, result.body_pos, result.body_rot)
+    out["max_self_penetration_m"] = sp["max_self_penetration_m"]
+    out["max_self_penetration_frame"] = sp["frame"]
+    out["max_self_penetration_pair"] = sp["pair"]
+    # the reference actually tracked (bodies move rigidly, so its capsules are comparable)
+    for k, v in contact_summary(character.rig, reference.motion, ground_height).items():
+        out[f"target_{k}"] = v
+    out["target_max_self_penetration_m"] = self_penetration(character, reference.body_pos, reference.body_rot)[
+        "max_self_penetration_m"
+    ]
+    if kinematic_input is not None:
+        for k, v in contact_summary(character.rig, kinematic_input, ground_height).items():
+            out[f"reference_{k}"] = v
+        kp, kr = character.body_transforms(kinematic_input)
+        out["reference_max_self_penetration_m"] = self_penetration(character, kp, kr)["max_self_penetration_m"]
+    return out

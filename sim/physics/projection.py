@@ -1,0 +1,284 @@
+"""Physics projection (AKD-style): optimize the PD target sequence so the simulated bodies follow the reference.
+
+Gradients through Newton's solvers are wrong as soon as contacts act (see the field notes), so the projection is
+sampling-based and contact-aware: receding-horizon MPPI over smooth target offsets, every candidate rolled out
+in its own Newton world of one batched model (Steel solver, hard contacts, friction). Each window starts from
+the exact simulated state the previous window committed, so the output is one continuous simulation.
+
+Optionally, a few whole-clip iterative-learning passes (PD run, feed the joint-angle error back into the
+targets) give MPPI a better starting plan.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from ..motion import Motion
+from .character import GRAVITY, PhysicsCharacter
+from .config import ProjectionConfig, TrackingConfig
+from .tracking import (
+    BlowUp,
+    ReferenceTrajectory,
+    TargetFilter,
+    TrackingResult,
+    apply_target_filter,
+    detect_blowup,
+    detect_fall,
+    initial_state,
+    reference_trajectory,
+    track,
+)
+
+__all__ = ["project"]
+
+ProgressCallback = Callable[[int, int, float], None]
+"""Called after each committed window with (frames done, frame count, best window cost)."""
+
+
+def _knot_weights(window: int, interval: int) -> np.ndarray:
+    """Linear interpolation matrix from knots to the window's frames, shape (window, K).
+
+    Knots sit at frames ``interval, 2 interval, ...`` after the window start (the last at the window end); the
+    offset is 0 at the window start (its state is already committed) and constant after the last knot.
+    """
+    k = max(1, int(np.ceil(window / interval)))
+    knot_t = np.minimum(np.arange(1, k + 1) * interval, window).astype(np.float64)
+    t = np.arange(1, window + 1, dtype=np.float64)
+    m = np.zeros((window, k))
+    for i, ti in enumerate(t):
+        if ti <= knot_t[0]:
+            m[i, 0] = ti / knot_t[0]
+            continue
+        j = int(np.searchsorted(knot_t, ti) - 1)
+        if j >= k - 1:
+            m[i, k - 1] = 1.0
+            continue
+        u = (ti - knot_t[j]) / max(knot_t[j + 1] - knot_t[j], 1e-12)
+        m[i, j], m[i, j + 1] = 1.0 - u, u
+    return m
+
+
+def _ilc_plan(
+    character: PhysicsCharacter,
+    ref: ReferenceTrajectory,
+    tracking: TrackingConfig,
+    cfg: ProjectionConfig,
+    plan: np.ndarray,
+) -> np.ndarray:
+    """Iterative learning control: target += gain x joint-angle error, over the frames before any fall."""
+    for _ in range(cfg.ilc_passes):
+        res = track(character, ref, tracking, target_coords=plan)
+        n = len(res.body_rot)
+        stop = min(n, res.fell_frame if res.fell_frame is not None else n)
+        if stop < 2:
+            break
+        err = ref.coords[:stop] - character.joint_coordinates(res.body_rot[:stop])
+        plan = plan.copy()
+        plan[:stop] += cfg.ilc_gain * err
+        limit = np.deg2rad(cfg.max_offset_deg)
+        plan = ref.coords + np.clip(plan - ref.coords, -limit, limit)
+    return plan
+
+
+def project(
+    character: PhysicsCharacter,
+    reference: Motion | ReferenceTrajectory,
+    tracking: TrackingConfig | None = None,
+    cfg: ProjectionConfig | None = None,
+    *,
+    target_filter: TargetFilter | None = None,
+    progress: ProgressCallback | None = None,
+) -> TrackingResult:
+    """Optimizes the PD targets with contact-aware MPPI and returns the simulated motion they produce.
+
+    Args:
+        character: the character.
+        reference: the reference motion (uniformly sampled) or its trajectory.
+        tracking: controller configuration (solver, contact, root assist: off by default).
+        cfg: projection configuration.
+        target_filter: optional pose-sequence filter; it constrains the plan (the initial targets and each
+            window's mean) -- samples perturb around the filtered mean.
+        progress: optional callback after each committed window.
+
+    Returns:
+        A :class:`TrackingResult` (``info`` holds the optimization statistics).
+    """
+    from .newton_model import CharacterSimulation
+
+    tracking = tracking or TrackingConfig()
+    cfg = cfg or ProjectionConfig()
+    t_start = time.perf_counter()
+    ref = reference if isinstance(reference, ReferenceTrajectory) else reference_trajectory(character, reference)
+    F, B, C = ref.frame_count, character.body_count, character.dof_count
+    rng = np.random.default_rng(cfg.seed)
+    plan = ref.coords.copy()
+    if target_filter is not None:
+        plan = apply_target_filter(character, ref, plan, target_filter)
+    if cfg.ilc_passes > 0:
+        plan = _ilc_plan(character, ref, tracking, cfg, plan)
+    ilc_time = time.perf_counter() - t_start
+
+    W = max(2, int(cfg.samples))
+    weights = {
+        "position": cfg.position_weight,
+        "root": cfg.root_weight,
+        "rotation": cfg.rotation_weight,
+        "velocity": cfg.velocity_weight,
+    }
+    sim = CharacterSimulation(
+        character,
+        ref.fps,
+        F,
+        W,
+        tracking.solver,
+        tracking.contact,
+        root_assist=tracking.root_assist,
+        root_reference=(ref.body_pos[:, 0], ref.body_rot[:, 0]),
+        cost_reference=(ref.body_pos, ref.body_rot, ref.com_vel),
+        cost_weights=weights,
+    )
+    dt = 1.0 / ref.fps
+    plan_flat = plan.reshape(F, C).copy()
+    ref_flat = ref.coords.reshape(F, C)
+    max_off = np.deg2rad(cfg.max_offset_deg)
+
+    st = initial_state(ref)
+    sim.set_state(**st)
+    q0, qd0 = sim.joint_state()
+    committed_q, committed_qd = q0[0], qd0[0]
+    pos = np.zeros((F, B, 3))
+    rot = np.zeros((F, B, 4))
+    vel = np.zeros((F, B, 6))
+    p, r, v = sim.body_state()
+    pos[0], rot[0], vel[0] = p[0], r[0], v[0]
+    f0 = 0
+    rollout_frames = 0
+    window_costs: list[float] = []
+    blowup = None
+    assist_sum = assist_max = 0.0
+    while f0 < F - 1:
+        H = min(cfg.window_frames, F - 1 - f0)
+        commit = H if f0 + cfg.window_frames >= F - 1 else min(cfg.commit_frames, H)
+        m = _knot_weights(H, cfg.knot_interval_frames)  # (H, K)
+        K = m.shape[1]
+        mean = np.zeros((K, C))
+        best = (np.inf, None, None, None, None, 0.0, 0.0)  # cost, delta, frames, state q, state qd, assist
+        sigma = np.deg2rad(cfg.sigma_deg)
+        for _it in range(cfg.iterations):
+            eps = rng.standard_normal((W, K, C)) * sigma
+            eps[0] = 0.0
+            deltas = mean[None] + eps
+            win = slice(f0 + 1, f0 + H + 1)
+            # full tables per world: the plan everywhere, plus each sample's offsets inside the window
+            table = np.repeat(plan_flat[:, None, :], W, axis=1)
+            cand = table[win] + np.einsum("hk,wkc->hwc", m, deltas)
+            cand = ref_flat[win][:, None] + np.clip(cand - ref_flat[win][:, None], -max_off, max_off)
+            table[win] = cand
+            rates = np.gradient(table, dt, axis=0) if tracking.velocity_targets else np.zeros_like(table)
+            sim.set_targets(table, rates)
+            sim.set_joint_state(np.repeat(committed_q[None], W, 0), np.repeat(committed_qd[None], W, 0), f0)
+            sim.reset_costs()
+            frames = np.zeros((commit, W, B, 13))
+            saved = None
+            for k in range(H):
+                sim.step_frame()
+                if k < commit:
+                    p, r, v = sim.body_state()
+                    frames[k, ..., :3], frames[k, ..., 3:7], frames[k, ..., 7:] = p, r, v
+                    if k == commit - 1:
+                        saved = sim.joint_state()
+            rollout_frames += H * W
+            cost = sim.cost.numpy().astype(np.float64).copy()
+            cost += cfg.offset_weight * np.sum((cand - ref_flat[win][:, None]) ** 2, axis=(0, 2))
+            cost[~np.isfinite(cost)] = np.inf
+            k_best = int(np.argmin(cost))
+            if cost[k_best] < best[0]:
+                a_sum = float(sim.assist_force_sum.numpy()[k_best]) if sim.root_assist is not None else 0.0
+                a_max = float(sim.assist_force_max.numpy()[k_best]) if sim.root_assist is not None else 0.0
+                best = (
+                    float(cost[k_best]),
+                    cand[:, k_best].copy(),
+                    frames[:, k_best].copy(),
+                    saved[0][k_best].copy(),
+                    saved[1][k_best].copy(),
+                    a_sum,
+                    a_max,
+                )
+            finite = np.isfinite(cost)
+            if not finite.any():
+                break
+            c = cost[finite]
+            spread = max(float(c.max() - c.min()), 1e-12)
+            w = np.zeros(W)
+            w[finite] = np.exp(-(c - c.min()) / (cfg.temperature * spread))
+            w /= w.sum()
+            mean = np.einsum("w,wkc->kc", w, deltas)
+            if target_filter is not None:
+                # constrain the mean plan of the window with the filter (frames outside keep the plan)
+                trial = plan_flat.copy()
+                trial[win] = ref_flat[win] + np.clip(trial[win] + m @ mean - ref_flat[win], -max_off, max_off)
+                filt = apply_target_filter(character, ref, trial.reshape(F, -1, 3), target_filter).reshape(F, C)
+                mean = np.linalg.lstsq(m, filt[win] - plan_flat[win], rcond=None)[0]
+            sigma *= cfg.sigma_decay
+        cost_best, cand_best, frames_best, q_best, qd_best, a_sum, a_max = best
+        if cand_best is None:
+            blowup = BlowUp(f0 + 1, "every rollout of the window blew up")
+            break
+        plan_flat[f0 + 1 : f0 + H + 1] = cand_best
+        seg = slice(f0 + 1, f0 + commit + 1)
+        pos[seg], rot[seg], vel[seg] = frames_best[..., :3], frames_best[..., 3:7], frames_best[..., 7:]
+        assist_sum += a_sum
+        assist_max = max(assist_max, a_max)
+        for k in range(commit):
+            reason = detect_blowup(character, pos[f0 + 1 + k], vel[f0 + 1 + k, :, :3], ref.body_pos[f0 + 1 + k],
+                                   tracking)  # fmt: skip
+            if reason is not None:
+                blowup = BlowUp(f0 + 1 + k, reason)
+                break
+        if blowup is not None:
+            break
+        committed_q, committed_qd = q_best, qd_best
+        window_costs.append(cost_best)
+        f0 += commit
+        if progress is not None:
+            progress(f0, F, cost_best)
+    n = F if blowup is None else blowup.frame
+    pos, rot, vel = pos[:n], rot[:n], vel[:n]
+    wall = time.perf_counter() - t_start
+    fell = detect_fall(pos, rot, ref, tracking, tracking.contact.ground_height_m) if n else None
+    assist = None
+    if sim.root_assist is not None:
+        steps = max((n - 1) * sim.substeps, 1)
+        weight = character.total_mass * GRAVITY
+        assist = {
+            "mean_force_n": assist_sum / steps,
+            "max_force_n": assist_max,
+            "mean_force_body_weights": assist_sum / steps / weight,
+            "max_force_body_weights": assist_max / weight,
+        }
+    motion = character.motion_from_bodies(pos, rot, ref.fps, name=ref.motion.name) if n else ref.motion.slice(0, 1)
+    return TrackingResult(
+        motion=motion,
+        body_pos=pos,
+        body_rot=rot,
+        body_vel=vel,
+        target_coords=plan_flat.reshape(F, -1, 3),
+        blowup=blowup,
+        fell_frame=fell,
+        wall_time_s=wall,
+        sim_time_s=(n - 1) / ref.fps,
+        root_assist=assist,
+        info={
+            "substeps": sim.substeps,
+            "dt_s": sim.dt,
+            "solver": tracking.solver.solver,
+            "samples": W,
+            "rollout_world_frames": rollout_frames,
+            "windows": len(window_costs),
+            "mean_window_cost": float(np.mean(window_costs)) if window_costs else float("nan"),
+            "ilc_time_s": ilc_time,
+        },
+    )

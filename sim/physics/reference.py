@@ -1,0 +1,281 @@
+"""From a kinematic clip to the reference a physical character can track: scale, loop, root motion, ground."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..kinematics import pose_motion, skin_motion
+from ..motion import Motion
+from ..rig import Rig, SkinnedMesh
+from ..rotations import axis_angle_to_quat, quat_conjugate, quat_multiply, quat_rotate
+from .config import ReferenceConfig
+
+__all__ = [
+    "PreparedReference",
+    "ground_offset",
+    "ground_offsets",
+    "loop_motion",
+    "prepare_reference",
+    "root_motion_from_contacts",
+    "scale_motion",
+    "scale_rig",
+]
+
+CYCLIC_TOLERANCE = 1e-3
+"""Max abs quaternion-component difference between the first and last frames of a cyclic clip."""
+IN_PLACE_RATIO = 0.25
+"""``root_motion="auto"``: a clip is in place when its root travels less than this fraction of its contact
+vertices' sliding distance."""
+CONTACT_HEIGHT_FRACTION = 0.005
+"""Vertices within this fraction of the character height above their frame's lowest point are in ground
+contact (root-motion extraction)."""
+GROUND_SMOOTHING_S = 0.05
+"""Standard deviation of the Gaussian that smooths per-frame ground shifts [s] (the lowest vertex jumps between
+frames as feet roll; the body should not)."""
+FLIGHT_HEIGHT_FRACTION = 0.05
+"""Frames whose lowest point is more than this fraction of the height above the clip's lowest point are in
+flight (no ground contact)."""
+
+
+def scale_rig(rig: Rig, scale: float) -> Rig:
+    """The rig uniformly scaled about the skeleton-space origin (rest pose, bind pose and meshes)."""
+    ibm = rig.inverse_bind_matrices.copy()
+    ibm[:, :3, 3] *= scale  # S @ IBM @ S^-1 keeps the 3x3 block and scales the translation
+    meshes = [
+        SkinnedMesh(m.name, m.points * scale, m.triangles, m.influence_joints, m.influence_weights) for m in rig.meshes
+    ]
+    return Rig(
+        rig.joint_names, rig.parents, rig.rest_translations * scale, rig.rest_rotations, ibm, meshes, name=rig.name
+    )
+
+
+def scale_motion(motion: Motion, scale: float) -> Motion:
+    """The motion with its translations uniformly scaled (rotations and times unchanged)."""
+    trans = None if motion.translations is None else motion.translations * scale
+    return Motion(
+        motion.fps, motion.root_translations * scale, motion.rotations, trans, times=motion.times, name=motion.name
+    )
+
+
+def _yaw_quat(q: np.ndarray) -> np.ndarray:
+    """The rotation about Z closest to ``q`` (heading), as a quaternion."""
+    fwd = quat_rotate(q, np.array([1.0, 0.0, 0.0]))
+    yaw = np.arctan2(fwd[..., 1], fwd[..., 0])
+    return axis_angle_to_quat(yaw[..., None] * np.array([0.0, 0.0, 1.0]))
+
+
+def loop_motion(motion: Motion, loops: int) -> Motion:
+    """Repeats a cyclic clip ``loops`` times; each repeat starts where the previous ended (heading and
+    horizontal position accumulate, height does not).
+
+    The duplicate closing frame of a cyclic clip (last frame == first frame) is dropped between repeats.
+    A clip whose ends differ is repeated anyway, with a warning (it will jump at each seam).
+    """
+    if loops < 1:
+        raise ValueError(f"loops must be >= 1, got {loops}")
+    if loops == 1:
+        return motion
+    if not motion.is_uniform():
+        motion = motion.resample(motion.fps)
+    d = np.abs(motion.rotations[0] - motion.rotations[-1])
+    closing = motion.frame_count > 2 and float(d.max()) < CYCLIC_TOLERANCE
+    if not closing:
+        warnings.warn(f"motion {motion.name!r}: first and last frames differ; looping anyway", stacklevel=2)
+    body = motion.slice(0, motion.frame_count - 1) if closing else motion
+    n = body.frame_count
+    # per-loop rigid increment in the ground plane: from the first frame's root to the closing frame's
+    q0, q1 = motion.rotations[0, 0], motion.rotations[-1, 0]
+    dyaw = quat_multiply(_yaw_quat(q1), quat_conjugate(_yaw_quat(q0)))
+    step = motion.root_translations[-1] - motion.root_translations[0]
+    if not closing:
+        step = step + (motion.root_translations[1] - motion.root_translations[0]) if motion.frame_count > 1 else step
+    step[2] = 0.0
+    roots, rots, trans = [], [], []
+    acc_q = np.array([0.0, 0.0, 0.0, 1.0])
+    acc_t = np.zeros(3)
+    origin = motion.root_translations[0] * np.array([1.0, 1.0, 0.0])
+    for _ in range(loops):
+        r = body.root_translations - origin
+        roots.append(quat_rotate(acc_q, r) + origin + acc_t)
+        rr = body.rotations.copy()
+        rr[:, 0] = quat_multiply(acc_q, rr[:, 0])
+        rots.append(rr)
+        if body.translations is not None:
+            trans.append(body.translations.copy())
+        acc_t = acc_t + quat_rotate(acc_q, step)
+        acc_q = quat_multiply(dyaw, acc_q)
+    root = np.concatenate(roots)
+    rot = np.concatenate(rots)
+    tr = None
+    if body.translations is not None:
+        tr = np.concatenate(trans)
+        tr[:, 0] = root
+    frames = loops * n
+    if closing:  # close the last loop again
+        root = np.concatenate([root, (quat_rotate(acc_q, motion.root_translations[0] - origin) + origin + acc_t)[None]])
+        last = motion.rotations[0].copy()
+        last[0] = quat_multiply(acc_q, last[0])
+        rot = np.concatenate([rot, last[None]])
+        if tr is not None:
+            tl = motion.translations[0].copy()
+            tl[0] = root[-1]
+            tr = np.concatenate([tr, tl[None]])
+        frames += 1
+    return Motion(motion.fps, root, rot, tr, name=motion.name)
+
+
+def _stance_frames(zmin: np.ndarray, height: float) -> np.ndarray:
+    """Frames whose lowest vertex is within ``FLIGHT_HEIGHT_FRACTION x height`` of the clip's lowest point."""
+    return zmin < zmin.min() + FLIGHT_HEIGHT_FRACTION * height
+
+
+def _contact_points(rig: Rig, motion: Motion) -> np.ndarray:
+    """Points whose ground contact is tracked: skinned vertices, or joint positions for meshless rigs, (F, N, 3)."""
+    if rig.meshes and sum(m.vertex_count for m in rig.meshes):
+        return skin_motion(rig, motion)[0]
+    return pose_motion(rig, motion)[0]
+
+
+def root_motion_from_contacts(rig: Rig, motion: Motion, *, force: bool = False) -> tuple[Motion, bool]:
+    """Gives a treadmill (in-place) clip the horizontal root motion that keeps its stance points planted.
+
+    In every stance frame the points within ``CONTACT_HEIGHT_FRACTION x height`` of that frame's lowest point
+    are in contact; the median horizontal velocity of the points in contact in two consecutive frames is
+    subtracted from the root and integrated (flight frames keep the last stance velocity). A clip whose root
+    already travels at least ``IN_PLACE_RATIO`` of that sliding distance is returned unchanged unless ``force``.
+
+    Returns:
+        The (possibly) re-rooted motion and whether root motion was added.
+    """
+    if motion.frame_count < 2:
+        return motion, False
+    pts = _contact_points(rig, motion)
+    height = rig.height()
+    zmin = pts[..., 2].min(axis=1)
+    stance = _stance_frames(zmin, height)
+    contact = (pts[..., 2] < zmin[:, None] + CONTACT_HEIGHT_FRACTION * height) & stance[:, None]
+    both = contact[1:] & contact[:-1]
+    dt = np.diff(motion.times)
+    vel = (pts[1:, :, :2] - pts[:-1, :, :2]) / dt[:, None, None]
+    slide = np.zeros((motion.frame_count - 1, 2))
+    last = np.zeros(2)
+    for f in range(len(slide)):
+        if both[f].any():
+            last = np.median(vel[f][both[f]], axis=0)
+        slide[f] = last
+    slide_dist = float(np.sum(np.linalg.norm(slide, axis=1) * dt))
+    root_dist = float(np.linalg.norm(motion.root_translations[-1, :2] - motion.root_translations[0, :2]))
+    if not force and root_dist >= IN_PLACE_RATIO * slide_dist:
+        return motion, False
+    offset = np.zeros((motion.frame_count, 3))
+    offset[1:, :2] = -np.cumsum(slide * dt[:, None], axis=0)
+    return _shift_root(motion, offset), True
+
+
+def _shift_root(motion: Motion, offset: np.ndarray) -> Motion:
+    root = motion.root_translations + offset
+    trans = None
+    if motion.translations is not None:
+        trans = motion.translations.copy()
+        trans[:, 0] = root
+    return Motion(motion.fps, root, motion.rotations, trans, times=motion.times, name=motion.name)
+
+
+def ground_offsets(rig: Rig, motion: Motion, mode: str = "per_frame", ground_height: float = 0.0) -> np.ndarray:
+    """Vertical root shift per frame [m] that grounds the clip, shape (F,).
+
+    ``clip``: one shift putting the clip's lowest point on the ground. ``per_frame``: every stance frame's lowest
+    point on the ground, the shift interpolated linearly across flight frames (see :func:`root_motion_from_contacts`).
+    """
+    zmin = _contact_points(rig, motion)[..., 2].min(axis=1)
+    if mode == "clip":
+        return np.full(motion.frame_count, ground_height - zmin.min())
+    if mode != "per_frame":
+        raise ValueError(f"ground mode must be 'clip' or 'per_frame', got {mode!r}")
+    stance = _stance_frames(zmin, rig.height())
+    idx = np.flatnonzero(stance)
+    shift = np.interp(np.arange(motion.frame_count), idx, ground_height - zmin[idx])
+    return _smooth(shift, GROUND_SMOOTHING_S * motion.fps)
+
+
+def _smooth(x: np.ndarray, sigma_frames: float) -> np.ndarray:
+    """Gaussian low-pass along axis 0 with edge padding (no shift, no shrink at the ends)."""
+    if sigma_frames <= 0 or len(x) < 3:
+        return x
+    r = int(np.ceil(3 * sigma_frames))
+    k = np.exp(-0.5 * (np.arange(-r, r + 1) / sigma_frames) ** 2)
+    k /= k.sum()
+    pad = np.pad(x, (r, r), mode="edge")
+    return np.convolve(pad, k, mode="valid")
+
+
+def ground_offset(rig: Rig, motion: Motion, ground_height: float = 0.0) -> float:
+    """Vertical shift [m] that puts the clip's lowest skinned vertex (joint when meshless) on the ground."""
+    return float(ground_offsets(rig, motion, "clip", ground_height)[0])
+
+
+@dataclass
+class PreparedReference:
+    """A scaled rig and the reference motion it tracks.
+
+    Attributes:
+        rig: the (scaled) rig.
+        motion: the reference: scaled, resampled, looped, re-rooted and grounded as configured.
+        kinematic_input: the input clip scaled, resampled and looped only (reference metrics are measured on it).
+        scale: the uniform scale applied to the source rig [unitless].
+        root_motion_added: whether root motion was extracted from contacts.
+        ground_shift_m: vertical root shift applied to each reference frame [m], shape (F,).
+    """
+
+    rig: Rig
+    motion: Motion
+    kinematic_input: Motion
+    scale: float
+    root_motion_added: bool
+    ground_shift_m: np.ndarray
+
+
+def prepare_reference(
+    rig: Rig,
+    motion: Motion,
+    cfg: ReferenceConfig | None = None,
+    *,
+    loops: int = 1,
+    target_height_m: float | None = None,
+    ground_height_m: float = 0.0,
+) -> PreparedReference:
+    """Scales the rig and clip, resamples, loops, extracts root motion from contacts and grounds the clip.
+
+    Args:
+        rig: the source rig.
+        motion: a clip of ``rig``.
+        cfg: reference options.
+        loops: repeat a cyclic clip this many times (see :func:`loop_motion`).
+        target_height_m: when given, the scale that makes the rig this tall (Z extent of its bind pose) [m].
+        ground_height_m: the ground plane's height [m].
+    """
+    cfg = cfg or ReferenceConfig()
+    motion.check_rig(rig)
+    scale = 1.0
+    if target_height_m is not None:
+        if target_height_m <= 0:
+            raise ValueError(f"target_height_m must be positive, got {target_height_m}")
+        scale = float(target_height_m) / rig.height()
+        rig, motion = scale_rig(rig, scale), scale_motion(motion, scale)
+    fps = cfg.fps or (motion.fps if motion.is_uniform() else 30.0)
+    if not motion.is_uniform() or abs(fps - motion.fps) > 1e-9:
+        motion = motion.resample(fps)
+    motion = Motion(fps, motion.root_translations, motion.rotations, motion.translations, name=motion.name)
+    motion = loop_motion(motion, loops)
+    kinematic = motion
+    added = False
+    if cfg.root_motion != "keep":
+        motion, added = root_motion_from_contacts(rig, motion, force=cfg.root_motion == "from_contacts")
+    shift = np.zeros(motion.frame_count)
+    if cfg.ground != "none":
+        shift = ground_offsets(rig, motion, cfg.ground, ground_height_m)
+        motion = _shift_root(motion, shift[:, None] * np.array([0.0, 0.0, 1.0]))
+    return PreparedReference(rig, motion, kinematic, scale, added, shift)

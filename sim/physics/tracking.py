@@ -1,0 +1,311 @@
+"""PD tracking of a reference motion in Newton, with blow-up and fall detection.
+
+No invisible hands by default: the root is driven only by contacts. The optional residual root assist
+(``TrackingConfig.root_assist``) is reported in :attr:`TrackingResult.root_assist` whenever it is on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..motion import Motion
+from ..rotations import quat_conjugate, quat_multiply, quat_rotate, quat_to_axis_angle
+from .character import GRAVITY, PhysicsCharacter
+from .config import TrackingConfig
+
+__all__ = [
+    "BlowUp",
+    "ReferenceTrajectory",
+    "TargetFilter",
+    "TrackingResult",
+    "apply_target_filter",
+    "detect_blowup",
+    "detect_fall",
+    "reference_trajectory",
+    "track",
+]
+
+TargetFilter = Callable[[Motion], Motion]
+"""A pose-sequence filter (e.g. a pose prior's projection): receives the PD target sequence as a rig Motion and
+returns a Motion of the same rig and frame count; the controller tracks what it returns."""
+
+
+@dataclass
+class BlowUp:
+    """A detected numerical blow-up.
+
+    Attributes:
+        frame: first motion frame at which it was detected.
+        reason: what was seen (non-finite state, runaway speed, runaway distance).
+    """
+
+    frame: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"simulation blew up at frame {self.frame}: {self.reason}"
+
+
+@dataclass
+class ReferenceTrajectory:
+    """A reference motion seen by the character's bodies.
+
+    Attributes:
+        motion: the rig motion.
+        body_pos: world body origins [m], shape (F, B, 3).
+        body_rot: world body rotations [quat], shape (F, B, 4).
+        com_vel: body centre-of-mass velocities [m/s], shape (F, B, 3).
+        root_omega: root angular velocity [rad/s], shape (F, 3).
+        coords: joint coordinates [rad], shape (F, B - 1, 3).
+        coord_rates: their time derivatives [rad/s], shape (F, B - 1, 3).
+    """
+
+    motion: Motion
+    body_pos: np.ndarray
+    body_rot: np.ndarray
+    com_vel: np.ndarray
+    root_omega: np.ndarray
+    coords: np.ndarray
+    coord_rates: np.ndarray
+
+    @property
+    def frame_count(self) -> int:
+        return self.body_pos.shape[0]
+
+    @property
+    def fps(self) -> float:
+        return self.motion.fps
+
+
+def _angular_velocity(rot: np.ndarray, fps: float) -> np.ndarray:
+    """World angular velocity [rad/s] from world rotations (F, ..., 4) by central differences."""
+    if rot.shape[0] < 2:
+        return np.zeros((*rot.shape[:-1], 3))
+    d = quat_to_axis_angle(quat_multiply(rot[1:], quat_conjugate(rot[:-1]))) * fps
+    out = np.empty((*rot.shape[:-1], 3))
+    out[0], out[-1] = d[0], d[-1]
+    out[1:-1] = 0.5 * (d[1:] + d[:-1])
+    return out
+
+
+def reference_trajectory(character: PhysicsCharacter, motion: Motion) -> ReferenceTrajectory:
+    """Body frames, velocities and joint coordinates of a rig motion (uniformly sampled at ``motion.fps``)."""
+    pos, rot = character.body_transforms(motion)
+    com = pos + quat_rotate(rot, character.body_com)
+    dt = 1.0 / motion.fps
+    vel = np.gradient(com, dt, axis=0) if motion.frame_count > 1 else np.zeros_like(com)
+    coords = character.joint_coordinates(rot)
+    rates = np.gradient(coords, dt, axis=0) if motion.frame_count > 1 else np.zeros_like(coords)
+    omega = _angular_velocity(rot[:, 0], motion.fps)
+    return ReferenceTrajectory(motion, pos, rot, vel, omega, coords, rates)
+
+
+def apply_target_filter(
+    character: PhysicsCharacter, ref: ReferenceTrajectory, coords: np.ndarray, target_filter: TargetFilter
+) -> np.ndarray:
+    """Runs a target filter on a joint-coordinate target sequence (F, B - 1, 3) and returns the filtered one.
+
+    The targets become a rig Motion (root from the reference, bodies from the coordinates, merged joints riding
+    rigidly), the filter maps it to another Motion, and its bodies' joint coordinates are read back.
+    """
+    rot = character.body_rotations_from_coordinates(ref.body_rot[:, 0], coords)
+    pos = character.body_positions_from_rotations(ref.body_pos[:, 0], rot)
+    motion = character.motion_from_bodies(pos, rot, ref.fps, name="targets")
+    out = target_filter(motion)
+    if not isinstance(out, Motion):
+        raise TypeError(f"target_filter must return a Motion, got {type(out).__name__}")
+    if out.frame_count != motion.frame_count:
+        raise ValueError(f"target_filter returned {out.frame_count} frames, expected {motion.frame_count}")
+    out.check_rig(character.rig)
+    _, frot = character.body_transforms(out)
+    return character.joint_coordinates(frot)
+
+
+def detect_blowup(
+    character: PhysicsCharacter,
+    body_pos: np.ndarray,
+    body_vel: np.ndarray,
+    ref_pos: np.ndarray,
+    cfg: TrackingConfig,
+) -> str | None:
+    """The reason a simulated frame is a blow-up, or None. Arrays are one frame: (..., B, 3)."""
+    if not (np.all(np.isfinite(body_pos)) and np.all(np.isfinite(body_vel))):
+        return "non-finite body state (NaN/inf)"
+    h = character.height
+    speed = float(np.linalg.norm(body_vel, axis=-1).max())
+    if speed > cfg.blowup_speed_heights_per_s * h:
+        return f"runaway energy: a body moves at {speed:.3g} m/s (> {cfg.blowup_speed_heights_per_s:g} heights/s)"
+    dist = float(np.linalg.norm(body_pos - ref_pos, axis=-1).max())
+    if dist > cfg.blowup_distance_heights * h:
+        return f"runaway: a body is {dist:.3g} m from its reference (> {cfg.blowup_distance_heights:g} heights)"
+    return None
+
+
+def detect_fall(
+    body_pos: np.ndarray, body_rot: np.ndarray, ref: ReferenceTrajectory, cfg: TrackingConfig, ground: float = 0.0
+) -> int | None:
+    """First frame at which the simulated root has fallen (too low or tilted against the reference), or None.
+
+    Args:
+        body_pos, body_rot: simulated body frames (F, B, 3) / (F, B, 4).
+    """
+    n = body_pos.shape[0]
+    h_sim = body_pos[:, 0, 2] - ground
+    h_ref = ref.body_pos[:n, 0, 2] - ground
+    low = h_sim < cfg.fall_height_fraction * h_ref
+    up = np.array([0.0, 0.0, 1.0])
+    # the root's reference-up direction: the world up seen in the root frame, mapped through the simulated root
+    up_local = quat_rotate(quat_conjugate(ref.body_rot[:n, 0]), up)
+    up_sim = quat_rotate(body_rot[:, 0], up_local)
+    tilt = np.degrees(np.arccos(np.clip(up_sim[:, 2], -1.0, 1.0)))
+    bad = low | (tilt > cfg.fall_tilt_deg)
+    idx = np.flatnonzero(bad)
+    return int(idx[0]) if len(idx) else None
+
+
+@dataclass
+class TrackingResult:
+    """What a tracking (or projection) run produced.
+
+    Attributes:
+        motion: the simulated motion on the rig (body transforms -> root + local joint rotations); frames after a
+            blow-up are not included.
+        body_pos, body_rot: simulated body frames (F, B, 3) / (F, B, 4).
+        body_vel: simulated body twists (F, B, 6) (COM linear, angular velocity; world).
+        target_coords: the PD targets tracked [rad], shape (F, B - 1, 3).
+        blowup: the blow-up, or None.
+        fell_frame: first fallen frame, or None.
+        wall_time_s: wall-clock time of the run [s] (projection: including the optimization).
+        sim_time_s: simulated time [s].
+        root_assist: None when off; otherwise the residual root force it applied: mean and max [N] and
+            the same in units of body weight.
+        info: method-specific details (projection statistics).
+    """
+
+    motion: Motion
+    body_pos: np.ndarray
+    body_rot: np.ndarray
+    body_vel: np.ndarray
+    target_coords: np.ndarray
+    blowup: BlowUp | None
+    fell_frame: int | None
+    wall_time_s: float
+    sim_time_s: float
+    root_assist: dict[str, float] | None = None
+    info: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """No blow-up and not fallen."""
+        return self.blowup is None and self.fell_frame is None
+
+    @property
+    def realtime_factor(self) -> float:
+        """Simulated seconds per wall-clock second."""
+        return self.sim_time_s / max(self.wall_time_s, 1e-12)
+
+
+def initial_state(ref: ReferenceTrajectory, frame: int = 0) -> dict[str, np.ndarray]:
+    """The reference's state at ``frame`` as :meth:`CharacterSimulation.set_state` keyword arguments."""
+    return {
+        "root_pos": ref.body_pos[frame, 0],
+        "root_rot": ref.body_rot[frame, 0],
+        "coords": ref.coords[frame],
+        "root_vel": ref.com_vel[frame, 0],
+        "root_omega": ref.root_omega[frame],
+        "coord_rates": ref.coord_rates[frame],
+        "frame": frame,
+    }
+
+
+def track(
+    character: PhysicsCharacter,
+    reference: Motion | ReferenceTrajectory,
+    cfg: TrackingConfig | None = None,
+    *,
+    target_coords: np.ndarray | None = None,
+    target_filter: TargetFilter | None = None,
+) -> TrackingResult:
+    """Simulates the character following PD targets from the reference, starting in the reference's first frame.
+
+    Args:
+        character: the character.
+        reference: the reference motion (uniformly sampled) or its trajectory.
+        cfg: controller configuration.
+        target_coords: PD targets [rad] (F, B - 1, 3); default: the reference's joint coordinates.
+        target_filter: optional pose-sequence filter applied to the targets before simulation.
+
+    Returns:
+        The result; ``result.blowup`` is set (and the motion truncated) when the simulation blew up.
+    """
+    from .newton_model import CharacterSimulation
+
+    cfg = cfg or TrackingConfig()
+    ref = reference if isinstance(reference, ReferenceTrajectory) else reference_trajectory(character, reference)
+    F = ref.frame_count
+    coords = ref.coords if target_coords is None else np.asarray(target_coords, dtype=np.float64)
+    if coords.shape != ref.coords.shape:
+        raise ValueError(f"target_coords: expected shape {ref.coords.shape}, got {coords.shape}")
+    if target_filter is not None:
+        coords = apply_target_filter(character, ref, coords, target_filter)
+    rates = np.gradient(coords, 1.0 / ref.fps, axis=0) if (F > 1 and cfg.velocity_targets) else np.zeros_like(coords)
+    sim = CharacterSimulation(
+        character,
+        ref.fps,
+        F,
+        1,
+        cfg.solver,
+        cfg.contact,
+        root_assist=cfg.root_assist,
+        root_reference=(ref.body_pos[:, 0], ref.body_rot[:, 0]),
+    )
+    sim.set_targets(coords.reshape(F, -1), rates.reshape(F, -1))
+    t0 = time.perf_counter()
+    sim.set_state(**initial_state(ref))
+    pos, rot, vel = (np.zeros((F, character.body_count, k)) for k in (3, 4, 6))
+    p, r, v = sim.body_state()
+    pos[0], rot[0], vel[0] = p[0], r[0], v[0]
+    blowup = None
+    n = F
+    for f in range(1, F):
+        sim.step_frame()
+        p, r, v = sim.body_state()
+        pos[f], rot[f], vel[f] = p[0], r[0], v[0]
+        reason = detect_blowup(character, p[0], v[0, :, :3], ref.body_pos[f], cfg)
+        if reason is not None:
+            blowup = BlowUp(f, reason)
+            n = f
+            break
+    wall = time.perf_counter() - t0
+    pos, rot, vel = pos[:n], rot[:n], vel[:n]
+    fell = detect_fall(pos, rot, ref, cfg, cfg.contact.ground_height_m) if n else None
+    assist = None
+    if sim.root_assist is not None:
+        fsum = float(sim.assist_force_sum.numpy()[0])
+        fmax = float(sim.assist_force_max.numpy()[0])
+        steps = max((n - 1) * sim.substeps, 1)
+        weight = character.total_mass * GRAVITY
+        assist = {
+            "mean_force_n": fsum / steps,
+            "max_force_n": fmax,
+            "mean_force_body_weights": fsum / steps / weight,
+            "max_force_body_weights": fmax / weight,
+        }
+    motion = character.motion_from_bodies(pos, rot, ref.fps, name=ref.motion.name) if n else ref.motion.slice(0, 1)
+    return TrackingResult(
+        motion=motion,
+        body_pos=pos,
+        body_rot=rot,
+        body_vel=vel,
+        target_coords=coords,
+        blowup=blowup,
+        fell_frame=fell,
+        wall_time_s=wall,
+        sim_time_s=(n - 1) / ref.fps,
+        root_assist=assist,
+        info={"substeps": sim.substeps, "dt_s": sim.dt, "solver": cfg.solver.solver},
+    )

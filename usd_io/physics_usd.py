@@ -1,0 +1,205 @@
+"""A :class:`sim.physics.PhysicsCharacter` as a UsdPhysics stage that Omniverse/Isaac and Newton read back.
+
+Layout (Z up, SI units, ``metersPerUnit``/``kilogramsPerUnit`` authored)::
+
+    /World                               Xform (defaultPrim)
+      PhysicsScene                       UsdPhysics.Scene (gravity -Z, 9.81 m/s^2)
+      PhysicsMaterial                    UsdShade.Material + PhysicsMaterialAPI (friction, restitution)
+      GroundPlane                        UsdGeom.Plane (Z) + CollisionAPI
+      <Character>                        Xform + ArticulationRootAPI (floating base)
+        <body>                           Xform at its pose + RigidBodyAPI + MassAPI (+ FilteredPairsAPI)
+          collider                       UsdGeom.Capsule (axis Z) + CollisionAPI, bound to the material
+        joints/<body>_joint              UsdPhysics.Joint (generic D6) between the parent and child bodies:
+                                         localPos/Rot0/1 = the joint frames; transX/Y/Z locked (LimitAPI
+                                         low > high); rotX/Y/Z limited (LimitAPI, degrees) and driven
+                                         (DriveAPI "force": stiffness/damping per degree, target 0);
+                                         newton:armature
+
+Bodies are siblings (not nested), each joint frame's X/Y/Z are the character's joint coordinate axes, so a
+Newton D6 joint imported from the stage has the character's coordinates, limits and gains
+(``ModelBuilder.add_usd`` converts per-degree values back to per-radian).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from .atomic import atomic_output
+
+__all__ = ["write_physics_stage"]
+
+_LOCKED = (1.0, -1.0)  # UsdPhysics: a limit with low > high locks the axis
+
+
+def _name(text: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9_]", "_", text)
+    return s if s and not s[0].isdigit() else f"_{s}"
+
+
+def _quat(q):
+    from pxr import Gf
+
+    x, y, z, w = (float(v) for v in q)
+    return Gf.Quatf(w, Gf.Vec3f(x, y, z))
+
+
+def write_physics_stage(
+    path: str | Path,
+    character,
+    body_pos: np.ndarray | None = None,
+    body_rot: np.ndarray | None = None,
+    *,
+    friction: float = 1.0,
+    restitution: float = 0.0,
+    ground_height_m: float = 0.0,
+    gravity: float = 9.81,
+    meters_per_unit: float = 1.0,
+    kilograms_per_unit: float = 1.0,
+) -> None:
+    """Writes the character's articulation as a UsdPhysics stage, atomically.
+
+    Args:
+        path: output file (``.usda``/``.usdc``/``.usd``).
+        character: a :class:`sim.physics.PhysicsCharacter`.
+        body_pos, body_rot: initial world body frames [m] (B, 3) and [quat xyzw] (B, 4); default: the
+            reference pose with the root at the rig's rest position.
+        friction, restitution: contact material of colliders and ground.
+        ground_height_m: ground plane height [m].
+        gravity: gravitational acceleration magnitude [m/s^2] (along -Z).
+        meters_per_unit, kilograms_per_unit: stage units; lengths, masses and inertias are divided accordingly.
+
+    Raises:
+        ValueError: bad shapes or units.
+    """
+    from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics, UsdShade
+
+    B = character.body_count
+    if body_pos is None or body_rot is None:
+        body_pos, body_rot = character.reference_body_transforms()
+    body_pos = np.asarray(body_pos, dtype=np.float64)
+    body_rot = np.asarray(body_rot, dtype=np.float64)
+    if body_pos.shape != (B, 3) or body_rot.shape != (B, 4):
+        raise ValueError(f"body_pos/body_rot: expected shapes ({B}, 3)/({B}, 4), got {body_pos.shape}/{body_rot.shape}")
+    if not (meters_per_unit > 0 and kilograms_per_unit > 0):
+        raise ValueError("meters_per_unit and kilograms_per_unit must be positive")
+    L = 1.0 / meters_per_unit
+    M = 1.0 / kilograms_per_unit
+    I_UNIT = M * L * L
+    to_deg = 180.0 / np.pi
+
+    path = Path(path)
+    with atomic_output(path) as tmp:
+        stage = Usd.Stage.CreateNew(str(tmp))
+        UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
+        UsdGeom.SetStageMetersPerUnit(stage, meters_per_unit)
+        UsdPhysics.SetStageKilogramsPerUnit(stage, kilograms_per_unit)
+        world = UsdGeom.Xform.Define(stage, "/World")
+        stage.SetDefaultPrim(world.GetPrim())
+
+        scene = UsdPhysics.Scene.Define(stage, "/World/PhysicsScene")
+        scene.CreateGravityDirectionAttr(Gf.Vec3f(0.0, 0.0, -1.0))
+        scene.CreateGravityMagnitudeAttr(float(gravity * L))
+
+        material = UsdShade.Material.Define(stage, "/World/PhysicsMaterial")
+        mat_api = UsdPhysics.MaterialAPI.Apply(material.GetPrim())
+        mat_api.CreateStaticFrictionAttr(float(friction))
+        mat_api.CreateDynamicFrictionAttr(float(friction))
+        mat_api.CreateRestitutionAttr(float(restitution))
+
+        def bind(prim):
+            UsdShade.MaterialBindingAPI.Apply(prim).Bind(material, UsdShade.Tokens.weakerThanDescendants, "physics")
+
+        ground = UsdGeom.Plane.Define(stage, "/World/GroundPlane")
+        ground.CreateAxisAttr(UsdGeom.Tokens.z)
+        extent = 50.0 * character.height * L
+        ground.CreateWidthAttr(extent)
+        ground.CreateLengthAttr(extent)
+        UsdGeom.XformCommonAPI(ground).SetTranslate(Gf.Vec3d(0.0, 0.0, ground_height_m * L))
+        UsdPhysics.CollisionAPI.Apply(ground.GetPrim())
+        bind(ground.GetPrim())
+
+        root_path = f"/World/{_name(character.rig.name)}"
+        root = UsdGeom.Xform.Define(stage, root_path)
+        UsdPhysics.ArticulationRootAPI.Apply(root.GetPrim())
+
+        names = [_name(n) for n in character.body_names]
+        body_paths = [f"{root_path}/{n}" for n in names]
+        for b in range(B):
+            xf = UsdGeom.Xform.Define(stage, body_paths[b])
+            api = UsdGeom.XformCommonAPI(xf)
+            xf.AddTranslateOp().Set(Gf.Vec3d(*(body_pos[b] * L)))
+            xf.AddOrientOp().Set(_quat(body_rot[b]))
+            del api
+            prim = xf.GetPrim()
+            UsdPhysics.RigidBodyAPI.Apply(prim)
+            mass = UsdPhysics.MassAPI.Apply(prim)
+            mass.CreateMassAttr(float(character.body_mass[b] * M))
+            mass.CreateCenterOfMassAttr(Gf.Vec3f(*(character.body_com[b] * L)))
+            evals, evecs = np.linalg.eigh(character.body_inertia[b])
+            if np.linalg.det(evecs) < 0:
+                evecs[:, 2] *= -1.0
+            from sim.rotations import matrix_to_quat
+
+            mass.CreateDiagonalInertiaAttr(Gf.Vec3f(*(np.maximum(evals, 0.0) * I_UNIT)))
+            mass.CreatePrincipalAxesAttr(_quat(matrix_to_quat(evecs)))
+
+            cap = character.capsules[b]
+            cp = UsdGeom.Capsule.Define(stage, f"{body_paths[b]}/collider")
+            cp.CreateAxisAttr(UsdGeom.Tokens.z)
+            cp.CreateRadiusAttr(float(cap.radius * L))
+            cp.CreateHeightAttr(float(2.0 * cap.half_height * L))
+            r = cap.radius * L
+            h = cap.half_height * L
+            cp.CreateExtentAttr([Gf.Vec3f(-r, -r, -h - r), Gf.Vec3f(r, r, h + r)])
+            cp.AddTranslateOp().Set(Gf.Vec3d(*(cap.center * L)))
+            cp.AddOrientOp().Set(_quat(cap.rotation()))
+            UsdPhysics.CollisionAPI.Apply(cp.GetPrim())
+            bind(cp.GetPrim())
+
+        # collision filtering: non-adjacent pairs the character excludes (adjacent pairs are jointed)
+        adjacent = set(character.adjacent_pairs())
+        filtered: dict[int, list[int]] = {}
+        for i, j in character.collision_filter_pairs:
+            if (i, j) not in adjacent:
+                filtered.setdefault(i, []).append(j)
+        if not character.config.self_collision:
+            for i in range(B):
+                filtered[i] = [j for j in range(i + 1, B) if (i, j) not in adjacent]
+        for i, js in filtered.items():
+            if js:
+                fp = UsdPhysics.FilteredPairsAPI.Apply(stage.GetPrimAtPath(body_paths[i]))
+                fp.CreateFilteredPairsRel().SetTargets([Sdf.Path(body_paths[j]) for j in js])
+
+        stage.DefinePrim(f"{root_path}/joints", "Scope")
+        for b in range(1, B):
+            p = int(character.body_parent[b])
+            joint = UsdPhysics.Joint.Define(stage, f"{root_path}/joints/{names[b]}_joint")
+            joint.CreateBody0Rel().SetTargets([Sdf.Path(body_paths[p])])
+            joint.CreateBody1Rel().SetTargets([Sdf.Path(body_paths[b])])
+            joint.CreateLocalPos0Attr(Gf.Vec3f(*(character.parent_anchor_pos[b] * L)))
+            joint.CreateLocalRot0Attr(_quat(character.parent_anchor_rot[b]))
+            joint.CreateLocalPos1Attr(Gf.Vec3f(0.0, 0.0, 0.0))
+            joint.CreateLocalRot1Attr(_quat(character.child_anchor_rot[b]))
+            prim = joint.GetPrim()
+            for axis in ("transX", "transY", "transZ"):
+                lim = UsdPhysics.LimitAPI.Apply(prim, axis)
+                lim.CreateLowAttr(_LOCKED[0])
+                lim.CreateHighAttr(_LOCKED[1])
+            for k, axis in enumerate(("rotX", "rotY", "rotZ")):
+                lo, hi = character.limit_lower[b, k], character.limit_upper[b, k]
+                lim = UsdPhysics.LimitAPI.Apply(prim, axis)  # an unlimited axis is authored as -inf..inf
+                lim.CreateLowAttr(float(lo * to_deg) if np.isfinite(lo) else -np.inf)
+                lim.CreateHighAttr(float(hi * to_deg) if np.isfinite(hi) else np.inf)
+                drive = UsdPhysics.DriveAPI.Apply(prim, axis)
+                drive.CreateTypeAttr(UsdPhysics.Tokens.force)
+                drive.CreateStiffnessAttr(float(character.stiffness[b, k] * M * L * L / to_deg))
+                drive.CreateDampingAttr(float(character.damping[b, k] * M * L * L / to_deg))
+                drive.CreateTargetPositionAttr(0.0)
+                drive.CreateTargetVelocityAttr(0.0)
+            prim.CreateAttribute("newton:armature", Sdf.ValueTypeNames.Float).Set(
+                float(character.armature[b].mean() * I_UNIT)
+            )
+        stage.GetRootLayer().Save()
