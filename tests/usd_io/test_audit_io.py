@@ -101,3 +101,15 @@ def test_sources_and_errors(assets_dir, tmp_path):
         audit_file(tmp_path / "missing.glb")
     with pytest.raises(usd_io.InputError, match="meshes"):
         assert_no_self_intersection(assets_dir / "bvh" / "131_01.bvh")
+
+
+def test_audit_usdskel_stage_matches_in_memory(biped, tmp_path):
+    rig, walk = biped
+    bad = sunk(walk, 20, 45, 0.03)
+    stage = tmp_path / "sunk.usda"
+    usd_io.write_usdskel(stage, rig, [bad])
+    from_file = audit_file(stage)
+    check = from_file.check("ground_penetration")
+    assert check.status == "fail" and [(r.start, r.stop) for r in check.frame_ranges] == [(20, 45)]
+    in_memory = assert_ground_contact((rig, bad), max_penetration_m=1.0)
+    np.testing.assert_allclose(from_file.series["penetration_m"], in_memory.penetration_max, atol=1e-5)
