@@ -10,16 +10,31 @@ from ._usdskel_read import UsdSkelWarning, read_usdskel
 from ._usdskel_write import write_usdskel
 from .asset import PROCEDURAL_PREFIX, Asset, load_asset
 from .atomic import atomic_output
+from .audit_io import (
+    AUDIT_FILES,
+    assert_ground_contact,
+    assert_no_foot_skate,
+    assert_no_self_intersection,
+    audit_asset,
+    audit_file,
+    write_audit,
+)
 from .errors import InputError
 
 __all__ = [
+    "AUDIT_FILES",
     "PROCEDURAL_PREFIX",
     "Asset",
     "GltfWarning",
     "InputError",
     "UsdSkelWarning",
     "ValidationIssue",
+    "assert_ground_contact",
+    "assert_no_foot_skate",
+    "assert_no_self_intersection",
     "atomic_output",
+    "audit_asset",
+    "audit_file",
     "load_asset",
     "read_bvh",
     "read_gltf",
@@ -27,5 +42,6 @@ __all__ = [
     "validate_stage",
     "validation_issues",
     "validator_names",
+    "write_audit",
     "write_usdskel",
 ]
