@@ -269,7 +269,12 @@ def _check_skate(ground: GroundContactMetrics, t, cfg: AuditConfig, names, serie
     fail = np.zeros(len(t), dtype=bool)
     scores = np.zeros(len(names))
     for s in bad:
-        fail[s.start : s.stop] = True
+        # name the frames of the contact where the part actually moves, not the whole contact phase
+        moving = ground.part_skate_speed[s.start : s.stop, s.part] > ground.skate_speed_threshold
+        if moving.any():
+            fail[s.start : s.stop] |= moving
+        else:  # a slow creep that adds up over the contact: the whole contact is at fault
+            fail[s.start : s.stop] = True
         scores[s.part] = max(scores[s.part], s.distance_m)
     worst_slide = max(ground.slides, key=lambda s: s.distance_m, default=None)
     value = worst_slide.distance_m if worst_slide else 0.0

@@ -50,7 +50,7 @@ def test_sunk_3cm_fails_ground_penetration_on_exactly_those_frames(biped):
     assert f"frames {START}-{STOP - 1}" in check.message
 
 
-def test_sliding_feet_fail_foot_skate_around_those_frames(biped):
+def test_sliding_feet_fail_foot_skate_on_those_frames(biped):
     rig, walk = biped
     report = audit_motion(rig, sliding(walk, START, STOP, 0.8))
     check = report.check("foot_skate")
@@ -58,10 +58,9 @@ def test_sliding_feet_fail_foot_skate_around_those_frames(biped):
     failing = np.zeros(walk.frame_count, bool)
     for r in check.frame_ranges:
         failing[r.start : r.stop] = True
-    # the failing contacts are those overlapping the drift: they cover it and reach at most one stance beyond
-    stance = 20  # frames of one stance phase of this walk, with margin
-    assert failing[START + 3 : STOP - 3].all()
-    assert not failing[: START - stance].any() and not failing[STOP + stance :].any()
+    # the named frames are those where a foot in contact moves: the drift, give or take the frame a velocity needs
+    assert failing[START + 1 : STOP].all()
+    assert not failing[:START].any() and not failing[STOP + 1 :].any()
     assert set(check.body_parts) & {"left_foot", "right_foot", "left_toes", "right_toes"}
     for name in ("ground_penetration", "self_intersection"):
         assert report.check(name).status == "pass"
