@@ -1,0 +1,245 @@
+# Pose space (ViPS): train a pose diffusion model over several skeletons, then sample, solve IK, interpolate and
+# evaluate it. Every command that writes poses writes a UsdSkel stage (one SkelAnimation, one pose per frame).
+#
+#   .venv/bin/python examples/posespace.py train --output runs/posespace                 # acceptance training
+#   .venv/bin/python examples/posespace.py sample --checkpoint runs/posespace/posespace.pt \
+#       --rig ../shared/assets/gltf/Fox.glb --count 64 --output out/fox_samples.usda
+#   .venv/bin/python examples/posespace.py ik --checkpoint runs/posespace/posespace.pt \
+#       --rig ../shared/assets/bvh/131_02.bvh --handles-from-frames 0 100 200 --output out/ik.usda
+#   .venv/bin/python examples/posespace.py interpolate --checkpoint runs/posespace/posespace.pt \
+#       --rig ../shared/assets/gltf/Fox.glb --a Run:0 --b Survey:40 --steps 30 --output out/interp.usda
+#   .venv/bin/python examples/posespace.py evaluate --checkpoint runs/posespace/posespace.pt --output out/eval
+#
+# Exit status: 0 on success, 2 on bad input (one line naming the file and the problem).
+"""Pose space: train | sample | ik | interpolate | evaluate (see the banner above)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import tyro
+
+# this file is called posespace.py: keep its own folder off the path so `import posespace` finds the package
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+from posespace import (  # noqa: E402
+    EvalConfig,
+    PoseSet,
+    PoseSpace,
+    SamplingConfig,
+    TrainConfig,
+    end_effectors,
+    evaluate,
+    joint_positions,
+    train,
+)
+from posespace.training import DEFAULT_HELDOUT, DEFAULT_TRAIN_DATA  # noqa: E402
+from sim import RigError  # noqa: E402
+from usd_io import InputError, atomic_output, load_asset, write_usdskel  # noqa: E402
+
+
+@dataclass
+class Sample:
+    """Sample plausible poses of a rig."""
+
+    checkpoint: Path
+    """A pose space written by `train` (posespace.pt or checkpoint.pt)."""
+    rig: str
+    """The character: a .gltf/.glb, .bvh or .usd file, or procedural:NAME (any skeleton, seen or not)."""
+    output: Path
+    """UsdSkel stage to write (.usda/.usdc)."""
+    count: int = 32
+    """Poses to sample (one per frame)."""
+    seed: int = 0
+    """Random seed."""
+    guidance: bool = True
+    """Validator guidance while sampling."""
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    """Sampler settings."""
+
+
+@dataclass
+class Ik:
+    """Solve inverse kinematics for end-effector handles."""
+
+    checkpoint: Path
+    """A pose space written by `train`."""
+    rig: str
+    """The character (file or procedural:NAME)."""
+    output: Path
+    """UsdSkel stage to write: one solved pose per frame."""
+    handles: tuple[str, ...] = ()
+    """Handles as JOINT=X,Y,Z in skeleton space [m] (one pose), e.g. lhand=0.3,0.1,1.2."""
+    handles_from_frames: tuple[int, ...] = ()
+    """Instead: take the end-effector positions of these frames of the rig's clip (one pose each)."""
+    clip: str | None = None
+    """Clip for --handles-from-frames (default: the first)."""
+    seed: int = 0
+    """Random seed."""
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    """Sampler settings."""
+
+
+@dataclass
+class Interpolate:
+    """Interpolate between two poses through the pose space."""
+
+    checkpoint: Path
+    """A pose space written by `train`."""
+    rig: str
+    """The character (file or procedural:NAME)."""
+    output: Path
+    """UsdSkel stage to write: the path, one pose per frame."""
+    a: str = "0"
+    """Start pose as CLIP:FRAME or FRAME (of the first clip)."""
+    b: str = "-1"
+    """End pose as CLIP:FRAME or FRAME."""
+    steps: int = 30
+    """Poses on the path, ends included."""
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    """Sampler settings."""
+
+
+@dataclass
+class Evaluate:
+    """Measure a pose space on held-out clips and zero-shot skeletons; writes OUTPUT/metrics.json."""
+
+    checkpoint: Path
+    """A pose space written by `train`."""
+    output: Path
+    """Folder for metrics.json."""
+    data: tuple[str, ...] = DEFAULT_TRAIN_DATA
+    """Clip specs (as in train); only the held-out clips are used."""
+    heldout: tuple[str, ...] = DEFAULT_HELDOUT
+    """Held-out clip names."""
+    fps: float = 60.0
+    """Clips are resampled to this rate [1/s]."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """What to measure."""
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    """Sampler settings."""
+
+
+Command = (
+    Annotated[TrainConfig, tyro.conf.subcommand("train", description="Train a pose space (accelerate-ready).")]
+    | Annotated[Sample, tyro.conf.subcommand("sample")]
+    | Annotated[Ik, tyro.conf.subcommand("ik")]
+    | Annotated[Interpolate, tyro.conf.subcommand("interpolate")]
+    | Annotated[Evaluate, tyro.conf.subcommand("evaluate")]
+)
+
+
+def _save_config(cfg, path: Path) -> None:
+    with atomic_output(path) as tmp:
+        tmp.write_text(json.dumps(asdict(cfg), indent=2, default=str))
+
+
+def _frame(asset, text: str) -> tuple[str, int]:
+    clip, _, frame = text.rpartition(":")
+    motion = asset.clip(clip or None)
+    index = int(frame)
+    if not -motion.frame_count <= index < motion.frame_count:
+        raise InputError(asset.source, f"{motion.name}[{index}]", f"frame out of range ({motion.frame_count} frames)")
+    return motion.name, index % motion.frame_count
+
+
+def run_sample(cfg: Sample) -> str:
+    space = PoseSpace.load(cfg.checkpoint, cfg.sampling)
+    rig = load_asset(cfg.rig).rig
+    motion = space.sample(rig, cfg.count, seed=cfg.seed, guidance=cfg.guidance)
+    rates = space.validators(rig).check(space.pose_rig(rig).encode(motion)).rates()
+    write_usdskel(cfg.output, rig, [motion])
+    return f"{cfg.count} samples of {rig.name!r}, validity {rates['valid']:.3f}"
+
+
+def run_ik(cfg: Ik) -> str:
+    space = PoseSpace.load(cfg.checkpoint, cfg.sampling)
+    asset = load_asset(cfg.rig)
+    rig = asset.rig
+    if cfg.handles_from_frames:
+        pr = space.pose_rig(rig)
+        motion = asset.clip(cfg.clip)
+        poses = pr.encode(motion)[list(cfg.handles_from_frames)]
+        pos = joint_positions(pr, poses) + rig.rest_translations[0]
+        handles = {rig.joint_names[j]: pos[:, j] for j in end_effectors(pr)}
+    else:
+        handles = {}
+        for h in cfg.handles:
+            name, _, xyz = h.partition("=")
+            try:
+                handles[name] = np.array([float(v) for v in xyz.split(",")], dtype=np.float64).reshape(3)
+                rig.joint_index(name)
+            except (ValueError, KeyError) as e:
+                raise InputError(cfg.rig, f"--handles {h!r}", str(e).strip("'\"")) from None
+        if not handles:
+            raise InputError(cfg.rig, "--handles", "give --handles JOINT=X,Y,Z or --handles-from-frames")
+    t0 = time.perf_counter()
+    motion = space.ik(rig, handles, seed=cfg.seed)
+    ms = 1000 * (time.perf_counter() - t0) / motion.frame_count
+    pos = joint_positions(space.pose_rig(rig), space.pose_rig(rig).encode(motion)) + rig.rest_translations[0]
+    idx = [rig.joint_index(k) if isinstance(k, str) else k for k in handles]
+    target = np.stack([np.atleast_2d(v) for v in handles.values()], axis=1)
+    err = np.linalg.norm(pos[:, idx] - target, axis=-1).max() / rig.height()
+    write_usdskel(cfg.output, rig, [motion])
+    return f"{motion.frame_count} IK poses of {rig.name!r}, worst handle error {err:.4f} x height, {ms:.1f} ms/pose"
+
+
+def run_interpolate(cfg: Interpolate) -> str:
+    space = PoseSpace.load(cfg.checkpoint, cfg.sampling)
+    asset = load_asset(cfg.rig)
+    rig = asset.rig
+    pr = space.pose_rig(rig)
+    ends = []
+    for text in (cfg.a, cfg.b):
+        clip, frame = _frame(asset, text)
+        ends.append(pr.encode(asset.clips[clip])[frame])
+    path = space.interpolate_poses(rig, ends[0], ends[1], cfg.steps)
+    rates = space.validators(rig).check(path).rates()
+    write_usdskel(cfg.output, rig, [pr.decode(path, name="interpolation")])
+    return f"{cfg.steps}-pose path of {rig.name!r}, validity {rates['valid']:.3f}"
+
+
+def run_evaluate(cfg: Evaluate) -> str:
+    space = PoseSpace.load(cfg.checkpoint, cfg.sampling)
+    _, heldout = PoseSet.from_specs(cfg.data, cfg.fps).split_by_clip(cfg.heldout)
+    if not heldout.rigs:
+        raise InputError(", ".join(cfg.data), "heldout", f"no clip named {', '.join(cfg.heldout)}")
+    t0 = time.perf_counter()
+    metrics = evaluate(space, heldout, cfg.eval)
+    metrics["seconds"] = time.perf_counter() - t0
+    cfg.output.mkdir(parents=True, exist_ok=True)
+    with atomic_output(cfg.output / "metrics.json") as tmp:
+        tmp.write_text(json.dumps(metrics, indent=2, default=str))
+    lines = [f"{name}: validity {m['sample_validity']['valid']:.3f}, precision {m['prdc']['precision']:.3f}, "
+             f"coverage {m['prdc']['coverage']:.3f}" for name, m in metrics["heldout"].items()]  # fmt: skip
+    return f"wrote {cfg.output / 'metrics.json'}; " + "; ".join(lines)
+
+
+def main(cfg) -> int:
+    try:
+        if isinstance(cfg, TrainConfig):
+            train(cfg)
+            print(f"wrote {Path(cfg.output) / 'posespace.pt'}")
+            return 0
+        out = cfg.output / "config.json" if isinstance(cfg, Evaluate) else cfg.output.with_suffix(".config.json")
+        run = {Sample: run_sample, Ik: run_ik, Interpolate: run_interpolate, Evaluate: run_evaluate}[type(cfg)]
+        message = run(cfg)
+        _save_config(cfg, out)
+        print(message)
+        return 0
+    except (InputError, RigError, ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyError as e:
+        print(f"error: {e.args[0]}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(tyro.cli(Command, description=__doc__)))

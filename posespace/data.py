@@ -1,0 +1,372 @@
+"""Pose data: clips from every source ``usd_io`` reads, several skeletons in one set, split by clip.
+
+A *clip spec* names where poses come from, as a string (for command lines) or a :class:`ClipSpec`:
+
+* ``PATH`` or ``PATH#Clip1,Clip2``: a glTF/GLB, BVH or UsdSkel file (e.g. trajectories written by distillation),
+  all its clips or the named ones;
+* ``procedural:NAME`` (``#walk`` etc. as above): a built-in character's clips;
+* ``gaits:NAME*COUNT``: COUNT random variations of a built-in character's walk (speed, duty factor, step
+  height, paw flex, sway, wag, nod drawn around the defaults), named ``gait_0``, ``gait_1``, ...
+
+Every clip is resampled to a common frame rate (slerp between keys) and encoded as canonical 6D poses
+(:class:`posespace.PoseRig`). Clips of the same skeleton (same signature) share one :class:`RigPoses`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from sim import Motion, Rig
+
+from .pose_rig import IDENTITY_6D, PoseRig
+
+__all__ = [
+    "AugmentConfig",
+    "ClipSpec",
+    "PoseBatch",
+    "PoseBatchSampler",
+    "PoseSet",
+    "RigPoses",
+    "collate_poses",
+    "load_clips",
+    "parse_clip_spec",
+]
+
+GAIT_PREFIX = "gaits:"
+
+
+@dataclass(frozen=True)
+class ClipSpec:
+    """Where poses come from (see the module docstring)."""
+
+    source: str
+    """A file path, ``procedural:NAME`` or ``gaits:NAME``."""
+    clips: tuple[str, ...] | None = None
+    """Clip names to use (all when None)."""
+    count: int = 8
+    """``gaits:`` sources: how many walk variations."""
+    seed: int = 0
+    """``gaits:`` sources: random seed of the variations."""
+
+    def __str__(self) -> str:
+        s = self.source + (f"*{self.count}" if self.source.startswith(GAIT_PREFIX) else "")
+        return s + (f"#{','.join(self.clips)}" if self.clips else "")
+
+
+def parse_clip_spec(text: str | ClipSpec) -> ClipSpec:
+    """``"PATH#a,b"`` / ``"procedural:NAME#walk"`` / ``"gaits:NAME*COUNT"`` -> :class:`ClipSpec`."""
+    if isinstance(text, ClipSpec):
+        return text
+    source, _, clips = str(text).partition("#")
+    count = 8
+    if source.startswith(GAIT_PREFIX) and "*" in source:
+        source, _, n = source.partition("*")
+        count = int(n)
+    names = tuple(c.strip() for c in clips.split(",") if c.strip()) or None
+    return ClipSpec(source, names, count)
+
+
+def _gait_variations(name: str, count: int, seed: int) -> tuple[Rig, dict[str, Motion]]:
+    """``count`` random walks of built-in character ``name`` (configs drawn around the defaults)."""
+    from sim import characters
+
+    rig, clips = characters.build(f"{name}-walk")
+    base_walk = characters.QuadrupedWalkConfig() if name == "quadruped" else characters.BipedWalkConfig()
+    rng = np.random.default_rng(seed)
+    ranges = {
+        "speed": (0.6, 1.5), "duty_factor": (0.9, 1.1), "step_height": (0.6, 1.6), "paw_flex": (0.5, 1.5),
+        "spine_sway": (0.3, 2.0), "tail_wag": (0.3, 2.0), "head_nod": (0.3, 2.5), "arm_swing": (0.5, 1.6),
+        "elbow_bend": (0.5, 1.8), "pelvis_drop": (0.5, 1.5), "sway": (0.5, 1.5), "heel_lift": (0.7, 1.3),
+    }  # fmt: skip
+    out: dict[str, Motion] = {}
+    scale = rig.height() / (characters.QuadrupedConfig() if name == "quadruped" else characters.BipedConfig()).height
+    names = {f.name for f in dataclasses.fields(base_walk)}
+    attempts = 0
+    while len(out) < count and attempts < 10 * count:
+        attempts += 1
+        changes = {}
+        for key, (lo, hi) in ranges.items():
+            if key in names:
+                value = getattr(base_walk, key) * rng.uniform(lo, hi)
+                changes[key] = min(value, 0.75) if key == "duty_factor" else value
+        if "speed" in changes:
+            changes["speed"] *= scale
+        if "step_height" in changes:
+            changes["step_height"] *= scale
+        walk = dataclasses.replace(base_walk, **changes)
+        try:
+            _, clip = characters.build(f"{name}-walk", walk=walk)
+        except (ValueError, RuntimeError):
+            continue  # a leg cannot reach: draw again
+        motion = next(iter(clip.values()))
+        motion.name = f"gait_{len(out)}"
+        out[motion.name] = motion
+    del clips
+    return rig, out
+
+
+def load_clips(spec: str | ClipSpec) -> tuple[Rig, dict[str, Motion]]:
+    """The rig and the selected clips of one spec.
+
+    Raises:
+        usd_io.InputError: unreadable source; KeyError: unknown clip name (the message lists the clips).
+    """
+    from usd_io import load_asset
+
+    spec = parse_clip_spec(spec)
+    if spec.source.startswith(GAIT_PREFIX):
+        rig, clips = _gait_variations(spec.source[len(GAIT_PREFIX) :], spec.count, spec.seed)
+    else:
+        asset = load_asset(spec.source)
+        rig, clips = asset.rig, dict(asset.clips)
+    if spec.clips is not None:
+        missing = [c for c in spec.clips if c not in clips]
+        if missing:
+            raise KeyError(f"{spec.source}: no clip {missing[0]!r}; available: {', '.join(clips)}")
+        clips = {c: clips[c] for c in spec.clips}
+    return rig, clips
+
+
+@dataclass
+class RigPoses:
+    """Poses of one skeleton.
+
+    Attributes:
+        pose_rig: the prepared rig.
+        poses: canonical 6D poses, shape (N, J, 6).
+        clip_ids: index into ``clip_names`` per pose, shape (N,).
+        clip_names: ``"source#clip"`` per clip.
+    """
+
+    pose_rig: PoseRig
+    poses: np.ndarray
+    clip_ids: np.ndarray
+    clip_names: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.poses)
+
+    def clip(self, name: str) -> np.ndarray:
+        """Poses of the clip called ``name`` (``"source#clip"`` or just ``clip``)."""
+        for i, n in enumerate(self.clip_names):
+            if n == name or n.split("#")[-1] == name:
+                return self.poses[self.clip_ids == i]
+        raise KeyError(f"no clip {name!r}; clips: {', '.join(self.clip_names)}")
+
+
+class PoseSet:
+    """Poses of several skeletons, grouped by skeleton signature.
+
+    Attributes:
+        rigs: one :class:`RigPoses` per skeleton, in the order first seen.
+    """
+
+    def __init__(self, rigs: Sequence[RigPoses] = ()):
+        self.rigs = list(rigs)
+
+    @classmethod
+    def from_specs(cls, specs: Iterable[str | ClipSpec], fps: float = 60.0) -> PoseSet:
+        """Loads every spec, resamples its clips to ``fps`` and groups them by skeleton."""
+        out = cls()
+        for spec in specs:
+            spec = parse_clip_spec(spec)
+            rig, clips = load_clips(spec)
+            for name, motion in clips.items():
+                out.add(rig, motion, f"{spec.source}#{name}", fps)
+        return out
+
+    def add(self, rig: Rig | PoseRig, motion: Motion, name: str | None = None, fps: float | None = 60.0) -> None:
+        """Adds one clip (resampled to ``fps`` unless None)."""
+        pose_rig = rig if isinstance(rig, PoseRig) else None
+        rig = pose_rig.rig if pose_rig else rig
+        if fps is not None and motion.frame_count > 1:
+            motion = motion.resample(fps)
+        entry = self.find(rig)
+        if entry is None:
+            entry = RigPoses(pose_rig or PoseRig(rig), np.zeros((0, rig.joint_count, 6)), np.zeros(0, dtype=np.int64))
+            self.rigs.append(entry)
+        poses = entry.pose_rig.encode(motion)
+        entry.clip_names.append(name or motion.name)
+        entry.poses = np.concatenate([entry.poses, poses])
+        entry.clip_ids = np.concatenate([entry.clip_ids, np.full(len(poses), len(entry.clip_names) - 1)])
+
+    def find(self, rig: Rig) -> RigPoses | None:
+        """The entry of ``rig``'s skeleton, if any."""
+        from .skeleton import rig_signature
+
+        sig = rig_signature(rig)
+        return next((r for r in self.rigs if r.pose_rig.signature == sig), None)
+
+    def split_by_clip(self, heldout: Iterable[str]) -> tuple[PoseSet, PoseSet]:
+        """(train, held-out): clips whose ``"source#clip"`` name or clip name is in ``heldout`` go to held-out."""
+        held = set(heldout)
+        train, test = PoseSet(), PoseSet()
+        for r in self.rigs:
+            is_held = np.array([n in held or n.split("#")[-1] in held for n in r.clip_names], dtype=bool)
+            for target, keep in ((train, ~is_held), (test, is_held)):
+                if not keep.any():
+                    continue
+                rows = keep[r.clip_ids]
+                ids = np.flatnonzero(keep)
+                remap = -np.ones(len(r.clip_names), dtype=np.int64)
+                remap[ids] = np.arange(len(ids))
+                target.rigs.append(RigPoses(r.pose_rig, r.poses[rows], remap[r.clip_ids[rows]],
+                                            [r.clip_names[i] for i in ids]))  # fmt: skip
+        return train, test
+
+    def random_split(self, heldout_fraction: float, seed: int = 0) -> tuple[PoseSet, PoseSet]:
+        """Held-out = a random share of each skeleton's clips (at least one clip stays in training)."""
+        rng = np.random.default_rng(seed)
+        held = []
+        for r in self.rigs:
+            n = len(r.clip_names)
+            k = min(round(heldout_fraction * n), n - 1)
+            held += [r.clip_names[i] for i in rng.choice(n, size=k, replace=False)]
+        return self.split_by_clip(held)
+
+    def __len__(self) -> int:
+        return sum(len(r) for r in self.rigs)
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{r.pose_rig.rig.name}: {len(r)} poses / {len(r.clip_names)} clips" for r in self.rigs)
+        return f"PoseSet({parts})"
+
+
+@dataclass(frozen=True)
+class AugmentConfig:
+    """Training-time augmentation."""
+
+    mirror: float = 0.5
+    """Probability of replacing a pose by its left/right mirror image (symmetric rigs)."""
+    rotation_noise_deg: float = 1.5
+    """Standard deviation of a random rotation applied to every active joint [deg]."""
+    feature_noise: float = 0.03
+    """Relative noise on the length-like joint features (bone lengths, offsets, region sizes)."""
+
+
+@dataclass
+class PoseBatch:
+    """A padded batch of poses of several skeletons (torch tensors).
+
+    Attributes:
+        x: canonical 6D poses minus identity, divided by the data scale; padding and inactive joints 0,
+            shape (B, J, 6).
+        features: joint features, shape (B, J, F).
+        distances: skeletal graph distances (0 on padding), shape (B, J, J), long.
+        mask: joints the model poses (active, not padding), shape (B, J), bool.
+        rig_index: index of each pose's skeleton in the source list, shape (B,), long.
+    """
+
+    x: torch.Tensor
+    features: torch.Tensor
+    distances: torch.Tensor
+    mask: torch.Tensor
+    rig_index: torch.Tensor
+
+    def to(self, device) -> PoseBatch:
+        return PoseBatch(*(getattr(self, f.name).to(device) for f in dataclasses.fields(self)))
+
+
+def collate_poses(
+    pose_rigs: Sequence[PoseRig],
+    rig_index: np.ndarray,
+    poses: Sequence[np.ndarray],
+    scale: float,
+    features: Sequence[np.ndarray] | None = None,
+) -> PoseBatch:
+    """Pads poses of (possibly) different skeletons into one :class:`PoseBatch`.
+
+    Args:
+        pose_rigs: the skeletons.
+        rig_index: skeleton of each pose, shape (B,).
+        poses: 6D poses, each (J_i, 6).
+        scale: data scale (the model sees ``(pose - identity) / scale``).
+        features: per-pose features (J_i, F) overriding the rig's (augmentation).
+    """
+    B = len(poses)
+    J = max(pose_rigs[i].joint_count for i in rig_index)
+    F = pose_rigs[rig_index[0]].features.shape[1]
+    x = np.zeros((B, J, 6), dtype=np.float32)
+    feat = np.zeros((B, J, F), dtype=np.float32)
+    dist = np.zeros((B, J, J), dtype=np.int64)
+    mask = np.zeros((B, J), dtype=bool)
+    for b, (i, pose) in enumerate(zip(rig_index, poses)):
+        pr = pose_rigs[i]
+        n = pr.joint_count
+        x[b, :n] = np.where(pr.active[:, None], (pose - IDENTITY_6D) / scale, 0.0)
+        feat[b, :n] = pr.features if features is None else features[b]
+        dist[b, :n, :n] = pr.distances
+        mask[b, :n] = pr.active
+    t = torch.from_numpy
+    return PoseBatch(t(x), t(feat), t(dist), t(mask), torch.as_tensor(np.asarray(rig_index), dtype=torch.long))
+
+
+_LENGTH_FEATURES = np.r_[0:6, 13, 17, 20:25]
+
+
+class PoseBatchSampler:
+    """Endless random batches from a :class:`PoseSet`, skeletons drawn in proportion to ``rig_weights``.
+
+    Each process of a distributed run draws from its own seed (``seed + rank``), so no batch is repeated across
+    processes. Iterating yields :class:`PoseBatch` objects.
+    """
+
+    def __init__(
+        self,
+        pose_set: PoseSet,
+        batch_size: int,
+        scale: float,
+        augment: AugmentConfig | None = None,
+        rig_weights: Sequence[float] | None = None,
+        seed: int = 0,
+        rank: int = 0,
+    ):
+        self.set = pose_set
+        self.batch_size = batch_size
+        self.scale = scale
+        self.augment = augment or AugmentConfig()
+        w = np.ones(len(pose_set.rigs)) if rig_weights is None else np.asarray(rig_weights, dtype=np.float64)
+        self.rig_p = w / w.sum()
+        self.rng = np.random.default_rng(seed + 1009 * rank)
+        self.pose_rigs = [r.pose_rig for r in pose_set.rigs]
+
+    def sample(self) -> PoseBatch:
+        from sim.rotations import axis_angle_to_quat, quat_multiply, quat_to_rot6d, rot6d_to_quat
+
+        rng, aug = self.rng, self.augment
+        rig_index = rng.choice(len(self.rig_p), size=self.batch_size, p=self.rig_p)
+        poses, feats = [], []
+        for i in rig_index:
+            r = self.set.rigs[i]
+            pose = r.poses[rng.integers(len(r))]
+            pr = r.pose_rig
+            if aug.mirror > 0 and pr.frame.symmetric and rng.random() < aug.mirror:
+                pose = pr.mirror(pose[None])[0]
+            if aug.rotation_noise_deg > 0:
+                noise = axis_angle_to_quat(rng.normal(scale=np.radians(aug.rotation_noise_deg), size=(len(pose), 3)))
+                pose = quat_to_rot6d(quat_multiply(rot6d_to_quat(pose), noise))
+            f = pr.features.copy()
+            if aug.feature_noise > 0:
+                f[:, _LENGTH_FEATURES] *= 1.0 + aug.feature_noise * rng.standard_normal((1, len(_LENGTH_FEATURES)))
+            poses.append(pose)
+            feats.append(f)
+        return collate_poses(self.pose_rigs, rig_index, poses, self.scale, feats)
+
+    def __iter__(self) -> Iterator[PoseBatch]:
+        while True:
+            yield self.sample()
+
+
+def data_scale(pose_set: PoseSet) -> float:
+    """RMS of ``pose - identity`` over active joints of every pose (the model's unit)."""
+    total, count = 0.0, 0
+    for r in pose_set.rigs:
+        diff = (r.poses - IDENTITY_6D)[:, r.pose_rig.active]
+        total += float((diff**2).sum())
+        count += diff.size
+    return float(np.sqrt(total / max(count, 1))) or 1.0

@@ -1,0 +1,158 @@
+"""Gaussian diffusion on pose tokens: DDPM training with v-prediction, DDIM sampling and inversion.
+
+Continuous time ``t`` in [0, 1] with the cosine schedule ``alpha_bar(t)``; ``x_t = sqrt(ab) x_0 + sqrt(1-ab) eps``.
+The network predicts ``v = sqrt(ab) eps - sqrt(1-ab) x_0`` (well conditioned at both ends), from which
+``x_0 = sqrt(ab) x_t - sqrt(1-ab) v`` and ``eps = sqrt(1-ab) x_t + sqrt(ab) v``.
+
+DDIM (eta = 0) is the deterministic map ``x_s = sqrt(ab_s) x_0 + sqrt(1-ab_s) eps`` between times; run towards
+``t = 0`` it samples, run towards ``t = 1`` (with the prediction at the current point) it inverts. Guidance acts
+on the predicted clean pose: an ``x0_fn(x0, t)`` hook may move ``x_0`` (e.g. down a validator or IK loss
+gradient) before the step, and ``eps`` is recomputed so the step stays consistent.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from .model import PoseDenoiser
+
+__all__ = ["Conditioning", "DiffusionConfig", "GaussianDiffusion"]
+
+
+@dataclass(frozen=True)
+class DiffusionConfig:
+    """Noise schedule."""
+
+    cosine_offset: float = 0.008
+    """``s`` of the cosine schedule (Nichol & Dhariwal 2021)."""
+    min_alpha_bar: float = 1e-5
+    """``alpha_bar`` is clamped to [min_alpha_bar, 1] (t = 1 is then almost pure noise)."""
+
+
+@dataclass
+class Conditioning:
+    """What the denoiser sees besides the noisy poses: features (B, J, F), distances (B, J, J), mask (B, J)."""
+
+    features: torch.Tensor
+    distances: torch.Tensor
+    mask: torch.Tensor
+
+    def index(self, rows) -> Conditioning:
+        return Conditioning(self.features[rows], self.distances[rows], self.mask[rows])
+
+
+class GaussianDiffusion:
+    """The schedule and the samplers (module docstring)."""
+
+    def __init__(self, config: DiffusionConfig | None = None):
+        self.config = config or DiffusionConfig()
+
+    def alpha_bar(self, t: torch.Tensor) -> torch.Tensor:
+        s = self.config.cosine_offset
+        f = torch.cos((t + s) / (1 + s) * math.pi / 2) ** 2 / math.cos(s / (1 + s) * math.pi / 2) ** 2
+        return f.clamp(self.config.min_alpha_bar, 1.0)
+
+    # -- training -------------------------------------------------------------------------------------------
+    def training_terms(
+        self, model: PoseDenoiser, x0: torch.Tensor, cond: Conditioning, t: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Per-pose v-prediction MSE over posed joints, the predicted ``x_0`` and the times.
+
+        Args:
+            x0: clean poses (model units), shape (B, J, 6).
+            cond: conditioning.
+            t: times (B,); uniform in [0, 1] when None.
+
+        Returns:
+            loss (B,), x0_hat (B, J, 6), t (B,).
+        """
+        B = x0.shape[0]
+        if t is None:
+            t = torch.rand(B, device=x0.device)
+        m = cond.mask[..., None].to(x0.dtype)
+        eps = torch.randn_like(x0) * m
+        ab = self.alpha_bar(t)[:, None, None]
+        x_t = ab.sqrt() * x0 + (1 - ab).sqrt() * eps
+        v = ab.sqrt() * eps - (1 - ab).sqrt() * x0
+        v_hat = model(x_t, t, cond.features, cond.distances, cond.mask)
+        err = ((v_hat - v) ** 2 * m).sum(dim=(1, 2)) / (6 * m.sum(dim=(1, 2))).clamp_min(1)
+        x0_hat = ab.sqrt() * x_t - (1 - ab).sqrt() * v_hat
+        return err, x0_hat, t
+
+    # -- sampling -------------------------------------------------------------------------------------------
+    def predict(
+        self, model: PoseDenoiser, x_t: torch.Tensor, t: float, cond: Conditioning
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Predicted ``(x_0, eps)`` at time ``t`` (a float shared by the batch)."""
+        tt = torch.full((x_t.shape[0],), float(t), device=x_t.device)
+        ab = self.alpha_bar(tt)[:, None, None]
+        v = model(x_t, tt, cond.features, cond.distances, cond.mask)
+        m = cond.mask[..., None].to(x_t.dtype)
+        x0 = (ab.sqrt() * x_t - (1 - ab).sqrt() * v) * m
+        eps = (ab.sqrt() * v + (1 - ab).sqrt() * x_t) * m
+        return x0, eps
+
+    def _eps_from(self, x_t: torch.Tensor, x0: torch.Tensor, t: float) -> torch.Tensor:
+        ab = self.alpha_bar(torch.tensor(float(t)))
+        return (x_t - ab.sqrt() * x0) / (1 - ab).sqrt()
+
+    @staticmethod
+    def schedule(steps: int, t_start: float = 1.0, t_end: float = 0.0) -> list[float]:
+        """``steps + 1`` evenly spaced times from ``t_start`` to ``t_end``."""
+        return [t_start + (t_end - t_start) * i / steps for i in range(steps + 1)]
+
+    @torch.no_grad()
+    def ddim(
+        self,
+        model: PoseDenoiser,
+        x: torch.Tensor,
+        cond: Conditioning,
+        times: list[float],
+        x0_fn: Callable[[torch.Tensor, float], torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """Deterministic DDIM from ``times[0]`` to ``times[-1]`` (decreasing: denoise; increasing: invert).
+
+        Args:
+            x: the state at ``times[0]`` (model units), shape (B, J, 6).
+            times: the time grid.
+            x0_fn: optional guidance hook ``x0 -> x0'`` applied to each prediction while denoising (it may use
+                autograd internally).
+
+        Returns:
+            The state at ``times[-1]``; the clean pose when ``times[-1] == 0``.
+        """
+        m = cond.mask[..., None].to(x.dtype)
+        x = x * m
+        for t, s in itertools.pairwise(times):
+            x0, eps = self.predict(model, x, t, cond)
+            if x0_fn is not None and s < t:
+                with torch.enable_grad():
+                    x0 = x0_fn(x0, t) * m
+                eps = self._eps_from(x, x0, t) * m if t > 0 else eps
+            ab_s = self.alpha_bar(torch.tensor(float(s)))
+            x = (ab_s.sqrt() * x0 + (1 - ab_s).sqrt() * eps) * m
+            if s <= 0:
+                x = x0
+        return x
+
+    def sample(
+        self,
+        model: PoseDenoiser,
+        cond: Conditioning,
+        steps: int = 50,
+        generator: torch.Generator | None = None,
+        x0_fn: Callable[[torch.Tensor, float], torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """Clean poses from pure noise, shape (B, J, 6) (model units)."""
+        shape = (*cond.mask.shape, 6)
+        noise = torch.randn(shape, generator=generator, device=cond.mask.device)
+        return self.ddim(model, noise, cond, self.schedule(steps), x0_fn)
+
+    def invert(self, model: PoseDenoiser, x0: torch.Tensor, cond: Conditioning, t_end: float, steps: int):
+        """DDIM inversion of clean poses to time ``t_end``, shape (B, J, 6)."""
+        return self.ddim(model, x0, cond, self.schedule(steps, 0.0, t_end))

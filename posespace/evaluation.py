@@ -1,0 +1,191 @@
+"""Evaluation of a pose space against held-out poses: every acceptance figure of the pose-space issue.
+
+Per held-out skeleton: sample validity, APD, PRDC precision/coverage against the held-out poses, IK handle error
+and time per pose, projection (displacement of real poses, idempotence, repair of corrupted poses),
+interpolation path validity against per-joint slerp, and the validators' pass rate on the held-out poses
+themselves (their calibration). Zero-shot skeletons (absent from training) get sample validity and APD.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim import Rig
+
+from .data import PoseSet
+from .metrics import apd, joint_positions, pose_features, prdc, slerp_path
+from .space import PoseSpace
+
+__all__ = ["EvalConfig", "end_effectors", "evaluate", "evaluate_rig", "evaluate_zero_shot"]
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """What to measure and how much."""
+
+    samples: int = 500
+    """Poses sampled per skeleton."""
+    prdc_k: int = 5
+    """k of the PRDC k-NN balls."""
+    max_real: int = 500
+    """Held-out poses used (evenly subsampled)."""
+    ik_poses: int = 100
+    """IK problems per skeleton (held-out poses' end-effector positions as handles)."""
+    ik_tolerance: float = 0.01
+    """IK succeeds when every handle is within this fraction of the rig height."""
+    projection_poses: int = 100
+    """Held-out poses projected."""
+    corruption_deg: float = 75.0
+    """Corrupted poses: three random joints turned by this angle about random axes [deg]."""
+    interpolation_pairs: int = 20
+    """Random held-out pose pairs interpolated."""
+    interpolation_steps: int = 12
+    """Poses per interpolation path (ends included)."""
+    zero_shot: tuple[str, ...] = ("procedural:biped",)
+    """Skeletons absent from training to sample zero-shot."""
+    seed: int = 0
+    """Random seed."""
+
+
+def end_effectors(pose_rig) -> list[int]:
+    """Leaf joints (hands, feet, head, tail tip, BVH end sites): their positions depend on every joint above."""
+    children = pose_rig.rig.children()
+    return [j for j in range(1, pose_rig.joint_count) if not children[j]]
+
+
+def _subsample(x: np.ndarray, n: int) -> np.ndarray:
+    return x if len(x) <= n else x[np.linspace(0, len(x) - 1, n).round().astype(int)]
+
+
+def evaluate_rig(space: PoseSpace, rig: Rig, real: np.ndarray, cfg: EvalConfig | None = None) -> dict:
+    """Every figure for one skeleton against its held-out 6D poses ``real`` (N, J, 6)."""
+    cfg = cfg or EvalConfig()
+    rng = np.random.default_rng(cfg.seed)
+    pr = space.pose_rig(rig)
+    val = space.validators(rig)
+    real = _subsample(real, cfg.max_real)
+    out: dict = {"rig": rig.name, "joints": rig.joint_count, "heldout_poses": len(real), "known": space.is_known(rig)}
+    out["heldout_validity"] = val.check(real).rates()
+
+    t0 = time.perf_counter()
+    samples = space.sample_poses(rig, cfg.samples, seed=cfg.seed)
+    out["sample_seconds_per_pose"] = (time.perf_counter() - t0) / cfg.samples
+    out["sample_validity"] = val.check(samples).rates()
+    unguided = space.sample_poses(rig, min(cfg.samples, 200), seed=cfg.seed, guidance=False)
+    out["unguided_sample_validity"] = val.check(unguided).rates()["valid"]
+    out["apd"] = apd(pr, samples)
+    out["apd_heldout"] = apd(pr, real)
+    out["prdc"] = prdc(pose_features(pr, real), pose_features(pr, samples), cfg.prdc_k)
+
+    # IK: end-effector positions of held-out poses as handles
+    ik_real = real[rng.choice(len(real), min(cfg.ik_poses, len(real)), replace=False)]
+    effectors = end_effectors(pr)
+    root = rig.rest_translations[0]
+    pos = joint_positions(pr, ik_real) + root
+    handles = {j: pos[:, j] for j in effectors}
+    t0 = time.perf_counter()
+    solved = space.ik_poses(rig, handles, seed=cfg.seed)
+    ik_seconds = time.perf_counter() - t0
+    err = np.linalg.norm(joint_positions(pr, solved)[:, effectors] + root - pos[:, effectors], axis=-1) / pr.height
+    worst = err.max(axis=1)
+    out["ik"] = {
+        "handles": [rig.joint_names[j] for j in effectors],
+        "mean_error": float(err.mean()),
+        "median_worst_error": float(np.median(worst)),
+        "success_rate": float((worst < cfg.ik_tolerance).mean()),
+        "ms_per_pose": 1000.0 * ik_seconds / len(ik_real),
+        "validity": val.check(solved).rates()["valid"],
+    }
+
+    # projection: real poses barely move, projecting twice changes nothing, corrupted poses become valid
+    proj_real = _subsample(real, cfg.projection_poses)
+    p1 = space.project_poses(rig, proj_real)
+    p2 = space.project_poses(rig, p1)
+    rel = lambda a, b: float(  # noqa: E731
+        np.linalg.norm(joint_positions(pr, a) - joint_positions(pr, b), axis=-1).mean() / pr.height
+    )
+    corrupted = _corrupt(pr, proj_real, cfg.corruption_deg, rng)
+    pc = space.project_poses(rig, corrupted)
+    out["projection"] = {
+        "displacement_real": rel(p1, proj_real),
+        "idempotence": rel(p2, p1),
+        "validity_real_after": val.check(p1).rates()["valid"],
+        "corrupted_validity_before": val.check(corrupted).rates()["valid"],
+        "corrupted_validity_after": val.check(pc).rates()["valid"],
+        "corrupted_displacement": rel(pc, corrupted),
+    }
+
+    # interpolation between random held-out pairs: ours vs per-joint slerp
+    ours, slerp, ours_all, slerp_all = [], [], [], []
+    for _ in range(cfg.interpolation_pairs):
+        i, k = rng.choice(len(real), 2, replace=False)
+        a, b = real[i], real[k]
+        paths = (
+            (space.interpolate_poses(rig, a, b, cfg.interpolation_steps), ours, ours_all),
+            (slerp_path(pr, a, b, cfg.interpolation_steps), slerp, slerp_all),
+        )
+        for path, acc, acc_all in paths:
+            valid = val.check(path).valid[1:-1]
+            acc.append(valid.mean())
+            acc_all.append(valid.all())
+    out["interpolation"] = {
+        "path_validity": float(np.mean(ours)),
+        "slerp_path_validity": float(np.mean(slerp)),
+        "paths_fully_valid": float(np.mean(ours_all)),
+        "slerp_paths_fully_valid": float(np.mean(slerp_all)),
+    }
+    return out
+
+
+def _corrupt(pose_rig, poses: np.ndarray, degrees: float, rng) -> np.ndarray:
+    from sim.rotations import axis_angle_to_quat, quat_multiply, quat_to_rot6d, rot6d_to_quat
+
+    q = rot6d_to_quat(poses)
+    active = np.flatnonzero(pose_rig.active[1:]) + 1
+    for n in range(len(q)):
+        for j in rng.choice(active, min(3, len(active)), replace=False):
+            axis = rng.normal(size=3)
+            axis /= np.linalg.norm(axis)
+            q[n, j] = quat_multiply(q[n, j], axis_angle_to_quat(axis * np.radians(degrees)))
+    return quat_to_rot6d(q)
+
+
+def evaluate_zero_shot(space: PoseSpace, source: str, cfg: EvalConfig | None = None) -> dict:
+    """Sample validity and APD of a skeleton absent from training (default validators)."""
+    from usd_io import load_asset
+
+    cfg = cfg or EvalConfig()
+    asset = load_asset(source)
+    rig = asset.rig
+    pr = space.pose_rig(rig)
+    samples = space.sample_poses(rig, cfg.samples, seed=cfg.seed)
+    val = space.validators(rig)
+    unguided = space.sample_poses(rig, min(cfg.samples, 200), seed=cfg.seed, guidance=False)
+    out = {
+        "rig": rig.name,
+        "source": source,
+        "known": space.is_known(rig),
+        "sample_validity": val.check(samples).rates(),
+        "unguided_sample_validity": val.check(unguided).rates()["valid"],
+        "apd": apd(pr, samples),
+    }
+    if asset.clips:
+        real = np.concatenate([pr.encode(c) for c in asset.clips.values()])
+        out["apd_own_clips"] = apd(pr, real)
+        out["own_clips_validity"] = val.check(real).rates()["valid"]
+    return out
+
+
+def evaluate(space: PoseSpace, heldout: PoseSet, cfg: EvalConfig | None = None) -> dict:
+    """Figures for every held-out skeleton and every zero-shot skeleton."""
+    cfg = cfg or EvalConfig()
+    return {
+        "heldout": {
+            r.pose_rig.rig.name: {"clips": r.clip_names, **evaluate_rig(space, r.pose_rig.rig, r.poses, cfg)}
+            for r in heldout.rigs
+        },
+        "zero_shot": {s: evaluate_zero_shot(space, s, cfg) for s in cfg.zero_shot},
+    }

@@ -1,0 +1,405 @@
+"""The pose space of a trained model: sample, project, inverse kinematics, interpolation, a controller filter.
+
+All uses run the same machinery: DDIM over the denoiser (:mod:`posespace.diffusion`) with guidance on the
+predicted clean pose, plus a short final descent ("polish") of the same loss on the clean pose.
+
+* ``sample(rig, n)``: from noise, guided by the validators.
+* ``project(rig, poses)``: DDIM inversion to ``t = strength`` and guided re-denoising: poses on the learned
+  manifold come back almost unchanged (inversion and denoising are inverse maps of the same ODE), poses that fail
+  a validator are pushed to pass.
+* ``ik(rig, handles)``: sparse joint-position targets; guidance is the handle error (plus validators), then
+  Levenberg-Marquardt on the handle residuals pulls the clean pose onto the handles.
+* ``interpolate(rig, a, b, steps)``: invert both ends to noise, slerp the noise, denoise every step.
+* ``target_filter(rig)``: a plain callable ``Motion -> Motion`` for the physics controller that projects the
+  target frames that fail a validator and passes valid ones through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sim import Motion, Rig
+
+from ._solvers import levenberg_marquardt
+from .data import collate_poses
+from .diffusion import Conditioning, DiffusionConfig, GaussianDiffusion
+from .model import ModelConfig, PoseDenoiser
+from .pose_rig import IDENTITY_6D, PoseRig
+from .validators import PoseValidators, RigCalibration, ValidatorConfig
+
+__all__ = ["CHECKPOINT_FORMAT", "PoseSpace", "SamplingConfig"]
+
+CHECKPOINT_FORMAT = "kinedistill-posespace-1"
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How the pose space samples and guides."""
+
+    steps: int = 40
+    """DDIM steps from noise."""
+    guidance_from: float = 0.7
+    """Validator guidance acts on predictions at times t <= this."""
+    guidance_iters: int = 2
+    """Damped Polyak steps of the validator loss per denoising step."""
+    guidance_damping: float = 0.8
+    """Fraction of the Polyak step taken (1 = jump to the linearized zero of the loss)."""
+    polish_iters: int = 20
+    """Final validator descent steps on the clean pose."""
+    max_step: float = 0.5
+    """Largest change of a pose per guidance step [model units, RMS per joint]."""
+    project_strength: float = 0.35
+    """Projection inverts to this time in [0, 1] before re-denoising."""
+    project_steps: int = 12
+    """DDIM steps each way in a projection."""
+    interpolation_steps: int = 30
+    """DDIM steps each way in an interpolation."""
+    interpolation_time: float = 0.9
+    """Interpolation inverts both ends to this time."""
+    ik_steps: int = 16
+    """DDIM steps of an IK solve."""
+    ik_lm_iters: int = 8
+    """Levenberg-Marquardt iterations refining an IK solution on the clean pose (handles only)."""
+    ik_prior_weight: float = 1e-5
+    """Pull of the LM refinement towards the diffusion solution [(fraction of height)^2 per model unit^2]."""
+    ik_validator_weight: float = 1.0
+    """Weight of the validator loss against the handle loss [(fraction of height)^2] during IK."""
+    batch: int = 512
+    """Poses per batch."""
+
+
+class _RigContext:
+    def __init__(self, space: PoseSpace, rig: Rig):
+        self.pose_rig = PoseRig(rig)
+        cal = space.calibrations.get(self.pose_rig.signature)
+        self.calibration = RigCalibration.from_dict(cal) if isinstance(cal, dict) else cal
+        self.validators = PoseValidators(self.pose_rig, self.calibration, space.validator_config)
+        b = collate_poses([self.pose_rig], np.zeros(1, dtype=np.int64), [self.pose_rig.rest_pose(1)[0]], space.scale)
+        self.cond1 = Conditioning(b.features, b.distances, b.mask)
+        self.mask = b.mask[0]
+
+    def cond(self, n: int) -> Conditioning:
+        c = self.cond1
+        return Conditioning(c.features.expand(n, -1, -1), c.distances.expand(n, -1, -1), c.mask.expand(n, -1))
+
+
+class PoseSpace:
+    """A trained pose model and per-skeleton validator calibrations.
+
+    Args:
+        model: the denoiser (eval mode is set here).
+        scale: data scale (model units = ``(6D - identity) / scale``).
+        calibrations: per skeleton signature, a :class:`RigCalibration` (or its dict form).
+        validator_config: validator thresholds.
+        sampling: sampling settings.
+        diffusion: the schedule.
+    """
+
+    def __init__(
+        self,
+        model: PoseDenoiser,
+        scale: float,
+        calibrations: Mapping[str, RigCalibration | dict] | None = None,
+        validator_config: ValidatorConfig | None = None,
+        sampling: SamplingConfig | None = None,
+        diffusion: DiffusionConfig | None = None,
+    ):
+        self.model = model.eval()
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+        self.scale = float(scale)
+        self.calibrations = dict(calibrations or {})
+        self.validator_config = validator_config or ValidatorConfig()
+        self.sampling = sampling or SamplingConfig()
+        self.diffusion = GaussianDiffusion(diffusion)
+        self._contexts: dict[int, tuple[Rig, _RigContext]] = {}
+
+    # -- persistence ----------------------------------------------------------------------------------------
+    def state(self) -> dict:
+        """Checkpoint payload (see :meth:`load`)."""
+        cals = {k: (v.to_dict() if isinstance(v, RigCalibration) else v) for k, v in self.calibrations.items()}
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "model_config": asdict(self.model.config),
+            "model": self.model.state_dict(),
+            "scale": self.scale,
+            "calibrations": cals,
+            "validator_config": asdict(self.validator_config),
+            "diffusion_config": asdict(self.diffusion.config),
+        }
+
+    def save(self, path: str | Path) -> None:
+        """Writes the pose space to ``path`` (a torch file), atomically."""
+        from usd_io import atomic_output
+
+        with atomic_output(path) as tmp:
+            torch.save(self.state(), tmp)
+
+    @classmethod
+    def load(cls, path: str | Path, sampling: SamplingConfig | None = None) -> PoseSpace:
+        """Reads a pose space written by :meth:`save` or a training checkpoint.
+
+        Raises:
+            ValueError: not a pose-space checkpoint.
+        """
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        return cls.from_state(state, sampling)
+
+    @classmethod
+    def from_state(cls, state: dict, sampling: SamplingConfig | None = None) -> PoseSpace:
+        if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"not a pose-space checkpoint (expected format {CHECKPOINT_FORMAT!r})")
+        cfg = state["model_config"]
+        model = PoseDenoiser(ModelConfig(**cfg))
+        model.load_state_dict(state["model"])
+        vcfg = dict(state.get("validator_config", {}))
+        if "loss_weights" in vcfg:
+            vcfg["loss_weights"] = tuple(vcfg["loss_weights"])
+        return cls(model, state["scale"], state.get("calibrations", {}), ValidatorConfig(**vcfg), sampling,
+                   DiffusionConfig(**state.get("diffusion_config", {})))  # fmt: skip
+
+    # -- per-rig state --------------------------------------------------------------------------------------
+    def context(self, rig: Rig) -> _RigContext:
+        key = id(rig)
+        if key not in self._contexts or self._contexts[key][0] is not rig:
+            self._contexts[key] = (rig, _RigContext(self, rig))
+        return self._contexts[key][1]
+
+    def pose_rig(self, rig: Rig) -> PoseRig:
+        """The prepared rig (cached)."""
+        return self.context(rig).pose_rig
+
+    def validators(self, rig: Rig) -> PoseValidators:
+        """The rig's validators: calibrated when its skeleton was in training, default limits otherwise."""
+        return self.context(rig).validators
+
+    def is_known(self, rig: Rig) -> bool:
+        """Whether the rig's skeleton was calibrated in training."""
+        return self.pose_rig(rig).signature in self.calibrations
+
+    # -- unit conversions -----------------------------------------------------------------------------------
+    def to_model(self, ctx: _RigContext, poses: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """6D poses (N, J, 6) -> model units, padding/inactive joints 0."""
+        x = torch.as_tensor(np.asarray(poses) if not torch.is_tensor(poses) else poses, dtype=torch.float32)
+        ident = torch.as_tensor(IDENTITY_6D, dtype=torch.float32)
+        return (x - ident) / self.scale * ctx.mask[None, :, None]
+
+    def to_pose(self, ctx: _RigContext, x: torch.Tensor) -> torch.Tensor:
+        """Model units -> 6D poses (N, J, 6) (differentiable)."""
+        ident = torch.as_tensor(IDENTITY_6D, dtype=x.dtype)
+        return ident + self.scale * x * ctx.mask[None, :, None]
+
+    # -- guidance -------------------------------------------------------------------------------------------
+    def _polyak(self, ctx: _RigContext, x: torch.Tensor, loss_fn, iters: int, damping: float) -> torch.Tensor:
+        """Damped Polyak steps ``x -= damping * L / |grad L|^2 * grad L`` per pose, capped at ``max_step``."""
+        cap = self.sampling.max_step * float(ctx.mask.sum()) ** 0.5
+        for _ in range(iters):
+            x = x.detach().requires_grad_(True)
+            loss = loss_fn(x)
+            if not bool((loss > 0).any()):
+                break
+            (g,) = torch.autograd.grad(loss.sum(), x)
+            g2 = (g * g).sum(dim=(1, 2)).clamp_min(1e-12)
+            step = (damping * loss / g2)[:, None, None] * g
+            norm = step.flatten(1).norm(dim=1).clamp_min(1e-12)
+            step = step * (cap / norm).clamp(max=1.0)[:, None, None]
+            x = x - step
+        return x.detach()
+
+    def _validator_loss(self, ctx: _RigContext) -> Callable[[torch.Tensor], torch.Tensor]:
+        return lambda x: ctx.validators.loss(self.to_pose(ctx, x))
+
+    def _guide(self, ctx: _RigContext, loss_fn) -> Callable[[torch.Tensor, float], torch.Tensor]:
+        s = self.sampling
+
+        def x0_fn(x0: torch.Tensor, t: float) -> torch.Tensor:
+            if t > s.guidance_from:
+                return x0
+            return self._polyak(ctx, x0, loss_fn, s.guidance_iters, s.guidance_damping)
+
+        return x0_fn
+
+    # -- uses -----------------------------------------------------------------------------------------------
+    def sample_poses(self, rig: Rig, n: int, seed: int | None = None, guidance: bool = True) -> np.ndarray:
+        """``n`` sampled poses in 6D form, shape (n, J, 6)."""
+        ctx = self.context(rig)
+        gen = torch.Generator().manual_seed(int(seed)) if seed is not None else None
+        loss = self._validator_loss(ctx)
+        out = []
+        for start in range(0, n, self.sampling.batch):
+            m = min(self.sampling.batch, n - start)
+            x = self.diffusion.sample(self.model, ctx.cond(m), self.sampling.steps, gen,
+                                      self._guide(ctx, loss) if guidance else None)  # fmt: skip
+            if guidance:
+                x = self._polyak(ctx, x, loss, self.sampling.polish_iters, self.sampling.guidance_damping)
+            out.append(self.to_pose(ctx, x).numpy())
+        return _orthonormal(np.concatenate(out))
+
+    def sample(self, rig: Rig, n: int, seed: int | None = None, guidance: bool = True) -> Motion:
+        """``n`` plausible poses of ``rig``, one per frame (root at rest, rest heading)."""
+        return self.pose_rig(rig).decode(self.sample_poses(rig, n, seed, guidance), name="samples")
+
+    def project_poses(self, rig: Rig, poses: np.ndarray, strength: float | None = None) -> np.ndarray:
+        """Projection of 6D poses (N, J, 6) onto the pose space (module docstring), shape (N, J, 6)."""
+        ctx, s = self.context(rig), self.sampling
+        strength = s.project_strength if strength is None else float(strength)
+        loss = self._validator_loss(ctx)
+        out = []
+        for start in range(0, len(poses), s.batch):
+            x0 = self.to_model(ctx, poses[start : start + s.batch])
+            cond = ctx.cond(len(x0))
+            if strength > 0:
+                x_t = self.diffusion.invert(self.model, x0, cond, strength, s.project_steps)
+                x0 = self.diffusion.ddim(self.model, x_t, cond, self.diffusion.schedule(s.project_steps, strength),
+                                         self._guide(ctx, loss))  # fmt: skip
+            x0 = self._polyak(ctx, x0, loss, s.polish_iters, s.guidance_damping)
+            out.append(self.to_pose(ctx, x0).numpy())
+        return _orthonormal(np.concatenate(out))
+
+    def project(self, rig: Rig, poses: Motion, strength: float | None = None) -> Motion:
+        """Every frame of ``poses`` projected onto the pose space; root translation and heading are kept."""
+        pr = self.pose_rig(rig)
+        return pr.decode(self.project_poses(rig, pr.encode(poses), strength), like=poses)
+
+    def ik_poses(
+        self,
+        rig: Rig,
+        handles: Mapping[str | int, np.ndarray],
+        root_translation: np.ndarray | None = None,
+        seed: int | None = None,
+    ) -> np.ndarray:
+        """Poses whose joints reach the handle positions, shape (N, J, 6).
+
+        Args:
+            handles: joint name or index -> target position(s) in skeleton space [m], shape (3,) or (N, 3).
+            root_translation: root position(s) [m], (3,) or (N, 3); the rest position when None.
+        """
+        ctx, s = self.context(rig), self.sampling
+        pr = ctx.pose_rig
+        idx = [rig.joint_index(k) if isinstance(k, str) else int(k) for k in handles]
+        targets = np.stack([np.atleast_2d(np.asarray(v, dtype=np.float64)) for v in handles.values()], axis=1)
+        root = pr.rig.rest_translations[0] if root_translation is None else np.asarray(root_translation)
+        targets = targets - np.atleast_2d(root)[:, None, :]
+        n = len(targets)
+        gen = torch.Generator().manual_seed(int(seed)) if seed is not None else None
+        val = self._validator_loss(ctx)
+        out = []
+        for start in range(0, n, s.batch):
+            tgt = torch.as_tensor(targets[start : start + s.batch], dtype=torch.float32)
+            m = len(tgt)
+
+            def residuals(x, tgt=tgt):
+                _, local = pr.decode_torch(self.to_pose(ctx, x))
+                pos = ctx.validators.world(local)[:, idx, :3]
+                return (pos - tgt).flatten(1) / pr.height
+
+            both = lambda x, r=residuals: (r(x) ** 2).sum(1) + s.ik_validator_weight * val(x)  # noqa: E731
+            x0 = self.diffusion.sample(self.model, ctx.cond(m), s.ik_steps, gen, self._guide_all(ctx, both))
+            x0 = levenberg_marquardt(residuals, x0, ctx.mask, s.ik_lm_iters, prior_weight=s.ik_prior_weight)
+            x0 = self._polyak(ctx, x0, both, s.guidance_iters, s.guidance_damping)
+            x0 = levenberg_marquardt(residuals, x0, ctx.mask, max(s.ik_lm_iters // 2, 1),
+                                     prior_weight=s.ik_prior_weight)  # fmt: skip
+            out.append(self.to_pose(ctx, x0).numpy())
+        return _orthonormal(np.concatenate(out))
+
+    def _guide_all(self, ctx: _RigContext, loss_fn):
+        s = self.sampling
+        return lambda x0, t: self._polyak(ctx, x0, loss_fn, s.guidance_iters, s.guidance_damping)
+
+    def ik(
+        self,
+        rig: Rig,
+        handles: Mapping[str | int, np.ndarray],
+        root_translation: np.ndarray | None = None,
+        seed: int | None = None,
+    ) -> Motion:
+        """Poses reaching sparse joint-position handles (see :meth:`ik_poses`), one per frame."""
+        poses = self.ik_poses(rig, handles, root_translation, seed)
+        motion = self.pose_rig(rig).decode(poses, name="ik")
+        if root_translation is not None:
+            root = np.broadcast_to(np.asarray(root_translation, dtype=np.float64), (len(poses), 3))
+            motion = Motion(motion.fps, root, motion.rotations, name="ik")
+        return motion
+
+    def interpolate_poses(self, rig: Rig, a: np.ndarray, b: np.ndarray, steps: int) -> np.ndarray:
+        """Noise-space interpolation between 6D poses ``a`` and ``b`` (J, 6), shape (steps, J, 6).
+
+        Both ends are DDIM-inverted to ``interpolation_time``, the latents are slerped, every latent is
+        denoised (validator guidance on) and the path's ends are the given poses.
+        """
+        ctx, s = self.context(rig), self.sampling
+        x0 = self.to_model(ctx, np.stack([a, b]))
+        cond2 = ctx.cond(2)
+        z = self.diffusion.invert(self.model, x0, cond2, s.interpolation_time, s.interpolation_steps)
+        u = torch.linspace(0.0, 1.0, steps)
+        za, zb = z[0].flatten(), z[1].flatten()
+        omega = torch.arccos((za @ zb / (za.norm() * zb.norm()).clamp_min(1e-12)).clamp(-1, 1))
+        if float(omega) < 1e-4:
+            lat = (1 - u)[:, None] * za + u[:, None] * zb
+        else:
+            lat = (torch.sin((1 - u) * omega)[:, None] * za + torch.sin(u * omega)[:, None] * zb) / torch.sin(omega)
+        lat = lat.view(steps, *z.shape[1:])
+        x = self.diffusion.ddim(self.model, lat, ctx.cond(steps),
+                                self.diffusion.schedule(s.interpolation_steps, s.interpolation_time),
+                                self._guide(ctx, self._validator_loss(ctx)))  # fmt: skip
+        x = self._polyak(ctx, x, self._validator_loss(ctx), s.polish_iters, s.guidance_damping)
+        out = _orthonormal(self.to_pose(ctx, x).numpy())
+        out[0], out[-1] = a, b
+        return out
+
+    def interpolate(self, rig: Rig, a: Motion, b: Motion, steps: int) -> Motion:
+        """A ``steps``-frame path from the first frame of ``a`` to the first frame of ``b`` through the pose space."""
+        pr = self.pose_rig(rig)
+        path = self.interpolate_poses(rig, pr.encode(a)[0], pr.encode(b)[0], steps)
+        return pr.decode(path, fps=a.fps, name="interpolation")
+
+    def target_filter(
+        self, rig: Rig, strength: float | None = None, only_invalid: bool = True
+    ) -> Callable[[Motion], Motion]:
+        """A controller target filter: ``Motion -> Motion`` that projects target frames onto the pose space.
+
+        Args:
+            rig: the tracked rig.
+            strength: projection strength (default: the sampling config's).
+            only_invalid: project only frames failing a validator; valid frames pass through unchanged.
+        """
+        pr = self.pose_rig(rig)
+
+        def target_filter(targets: Motion) -> Motion:
+            poses = pr.encode(targets)
+            todo = np.arange(len(poses))
+            if only_invalid:
+                todo = np.flatnonzero(~self.validators(rig).check(poses).valid)
+            if len(todo) == 0:
+                return targets
+            poses[todo] = self.project_poses(rig, poses[todo], strength)
+            out = pr.decode(poses, like=targets)
+            keep = np.setdiff1d(np.arange(len(poses)), todo)
+            out.rotations[keep] = targets.rotations[keep]  # untouched frames stay bit-identical
+            return out
+
+        return target_filter
+
+    def with_sampling(self, **changes) -> PoseSpace:
+        """A view of this pose space with changed sampling settings (shares the model)."""
+        out = PoseSpace.__new__(PoseSpace)
+        out.__dict__.update(self.__dict__)
+        out.sampling = replace(self.sampling, **changes)
+        return out
+
+
+def _orthonormal(poses: np.ndarray) -> np.ndarray:
+    """6D poses (N, J, 6) made exact rotations (Gram-Schmidt), with the root's heading (twist about up) removed:
+    a pose has no heading, whatever small twist the network put there."""
+    from sim.rotations import quat_to_rot6d, rot6d_to_quat
+
+    from ._rotations import remove_twist_x
+
+    q = rot6d_to_quat(poses)
+    q[..., 0, :] = remove_twist_x(q[..., 0, :])
+    return quat_to_rot6d(q)

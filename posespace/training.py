@@ -1,0 +1,245 @@
+"""Training: DDPM (v-prediction) with a validator loss, on one CPU or many processes through ``accelerate``.
+
+``train(config)`` loads the clip specs, splits off held-out clips, calibrates the validators of every training
+skeleton on its training poses, and optimizes the denoiser. Run it in plain Python for one process or under
+``accelerate launch`` (multi-GPU / multi-node): every process draws its own random batches (seed + rank), the
+model and optimizer are wrapped by :class:`accelerate.Accelerator` (gradients all-reduced), and only the main
+process shows a progress bar and writes checkpoints. A checkpoint holds the EMA weights as a loadable
+:class:`PoseSpace` plus the raw weights, optimizer state and step, so ``resume=True`` continues a run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .data import AugmentConfig, PoseBatchSampler, PoseSet, data_scale
+from .diffusion import Conditioning, DiffusionConfig, GaussianDiffusion
+from .model import ModelConfig, PoseDenoiser
+from .space import PoseSpace
+from .validators import PoseValidators, ValidatorConfig, calibrate
+
+__all__ = ["DEFAULT_HELDOUT", "DEFAULT_TRAIN_DATA", "TrainConfig", "train"]
+
+DEFAULT_TRAIN_DATA = (
+    "../shared/assets/bvh/131_01.bvh",
+    "../shared/assets/bvh/131_02.bvh",
+    "../shared/assets/gltf/Fox.glb#Survey,Walk,Run",
+    "procedural:quadruped",
+    "gaits:quadruped*8",
+)
+"""The acceptance data: CMU 131, the Fox, and procedural quadruped gaits (the biped is left out: zero-shot)."""
+
+DEFAULT_HELDOUT = ("Run", "131_02")
+"""Clips held out of training by default (Fox Run, CMU 131_02)."""
+
+
+@dataclass
+class TrainConfig:
+    """A training run."""
+
+    output: Path = Path("runs/posespace")
+    """Folder for checkpoints, the resolved config and the training log."""
+    data: tuple[str, ...] = DEFAULT_TRAIN_DATA
+    """Clip specs (see posespace.data): files, procedural:NAME, gaits:NAME*COUNT, with #clip,clip selections."""
+    heldout: tuple[str, ...] = DEFAULT_HELDOUT
+    """Clip names (or source#clip) held out of training."""
+    fps: float = 60.0
+    """Clips are resampled to this rate [1/s]."""
+    steps: int = 6000
+    """Optimizer steps."""
+    batch_size: int = 64
+    """Poses per step and process."""
+    lr: float = 1e-3
+    """Peak AdamW learning rate."""
+    warmup: int = 200
+    """Linear warm-up steps."""
+    weight_decay: float = 1e-4
+    """AdamW weight decay."""
+    grad_clip: float = 1.0
+    """Gradient norm clip."""
+    ema: float = 0.999
+    """EMA decay of the weights written to checkpoints."""
+    validator_weight: float = 0.05
+    """Weight of the validator loss on predicted clean poses (weighted by alpha_bar(t))."""
+    validator_poses: int = 32
+    """Per skeleton and step, the validator loss looks at this many of the least noisy poses of the batch."""
+    rig_weights: tuple[float, ...] | None = None
+    """Sampling weight per skeleton (default: equal)."""
+    checkpoint_every: int = 1000
+    """Steps between checkpoints."""
+    resume: bool = False
+    """Continue from OUTPUT/checkpoint.pt when it exists."""
+    seed: int = 0
+    """Random seed."""
+    threads: int | None = None
+    """torch CPU threads (default: torch's choice)."""
+    progress: bool = True
+    """Show a progress bar."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """Denoiser size."""
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
+    """Augmentation."""
+    validators: ValidatorConfig = field(default_factory=ValidatorConfig)
+    """Validator thresholds and calibration."""
+    diffusion: DiffusionConfig = field(default_factory=DiffusionConfig)
+    """Noise schedule."""
+
+
+def _lr_factor(step: int, cfg: TrainConfig) -> float:
+    if step < cfg.warmup:
+        return (step + 1) / cfg.warmup
+    progress = (step - cfg.warmup) / max(cfg.steps - cfg.warmup, 1)
+    return 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def train(cfg: TrainConfig, pose_set: PoseSet | None = None) -> PoseSpace:
+    """Trains a pose space (module docstring) and returns it (EMA weights).
+
+    Args:
+        cfg: the run.
+        pose_set: poses to use instead of loading ``cfg.data`` (held-out clips are still split off).
+
+    Returns:
+        The trained pose space; also written to ``cfg.output / "posespace.pt"``.
+    """
+    from accelerate import Accelerator
+    from tqdm.auto import tqdm
+
+    from usd_io import atomic_output
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    acc = Accelerator(cpu=not torch.cuda.is_available())
+    main = acc.is_main_process
+    out = Path(cfg.output)
+    if main:
+        out.mkdir(parents=True, exist_ok=True)
+        with atomic_output(out / "config.json") as tmp:
+            tmp.write_text(json.dumps(_jsonable(asdict(cfg)), indent=2))
+
+    full = pose_set if pose_set is not None else PoseSet.from_specs(cfg.data, cfg.fps)
+    train_set, _ = full.split_by_clip(cfg.heldout)
+    if not train_set.rigs:
+        raise ValueError("no training poses left after holding out " + ", ".join(cfg.heldout))
+    scale = data_scale(train_set)
+    calibrations, validators = {}, []
+    for r in train_set.rigs:
+        cal = calibrate(r.pose_rig, r.poses, cfg.validators)
+        calibrations[r.pose_rig.signature] = cal
+        validators.append(PoseValidators(r.pose_rig, cal, cfg.validators, device=acc.device))
+
+    model = PoseDenoiser(cfg.model)
+    ema = PoseDenoiser(cfg.model)
+    ema.load_state_dict(model.state_dict())
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    start = 0
+    ckpt_path = out / "checkpoint.pt"
+    if cfg.resume and ckpt_path.is_file():
+        state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+        model.load_state_dict(state["train"]["model"])
+        ema.load_state_dict(state["model"])
+        opt.load_state_dict(state["train"]["optimizer"])
+        start = int(state["train"]["step"])
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _lr_factor(s + start, cfg))
+    model, opt = acc.prepare(model, opt)
+    diffusion = GaussianDiffusion(cfg.diffusion)
+    sampler = PoseBatchSampler(train_set, cfg.batch_size, scale, cfg.augment, cfg.rig_weights, cfg.seed + start,
+                               acc.process_index)  # fmt: skip
+    pose_rigs = sampler.pose_rigs
+
+    def make_space() -> PoseSpace:
+        return PoseSpace(_copy(ema), scale, calibrations, cfg.validators, diffusion=cfg.diffusion)
+
+    def save(step: int) -> None:
+        state = make_space().state()
+        state["train"] = {
+            "model": acc.unwrap_model(model).state_dict(),
+            "optimizer": opt.state_dict(),
+            "step": step,
+            "config": _jsonable(asdict(cfg)),
+        }
+        with atomic_output(ckpt_path) as tmp:
+            torch.save(state, tmp)
+
+    log = []
+    bar = tqdm(range(start, cfg.steps), disable=not (main and cfg.progress), desc="posespace", dynamic_ncols=True)
+    t0 = time.time()
+    for step in bar:
+        batch = sampler.sample().to(acc.device)
+        cond = Conditioning(batch.features, batch.distances, batch.mask)
+        mse, x0_hat, t = diffusion.training_terms(model, batch.x, cond)
+        loss = mse.mean()
+        vloss = torch.zeros(())
+        if cfg.validator_weight > 0:
+            w = diffusion.alpha_bar(t)
+            terms = []
+            for i, (pr, val) in enumerate(zip(pose_rigs, validators)):
+                rows = torch.nonzero(batch.rig_index == i).flatten()
+                if len(rows) == 0:
+                    continue
+                rows = rows[torch.argsort(t[rows])[: cfg.validator_poses]]
+                J = pr.joint_count
+                ident = torch.as_tensor(IDENTITY, dtype=x0_hat.dtype, device=x0_hat.device)
+                pose = ident + scale * x0_hat[rows, :J] * batch.mask[rows, :J, None]
+                terms.append((w[rows] * val.loss(pose)).sum())
+            vloss = torch.stack(terms).sum() / len(t)
+            loss = loss + cfg.validator_weight * vloss
+        opt.zero_grad(set_to_none=True)
+        acc.backward(loss)
+        if cfg.grad_clip > 0:
+            acc.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        sched.step()
+        with torch.no_grad():
+            decay = min(cfg.ema, (1 + step) / (10 + step))
+            for pe, pm in zip(ema.parameters(), acc.unwrap_model(model).parameters()):
+                pe.mul_(decay).add_(pm.detach().cpu(), alpha=1 - decay)
+        if main:
+            bar.set_postfix(loss=f"{mse.mean().item():.4f}", val=f"{vloss.item():.4f}")
+            if (step + 1) % 50 == 0:
+                log.append({"step": step + 1, "loss": float(mse.mean()), "validator_loss": float(vloss),
+                            "lr": sched.get_last_lr()[0], "seconds": time.time() - t0})  # fmt: skip
+            if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
+                save(step + 1)
+    acc.wait_for_everyone()
+    space = make_space()
+    if main:
+        if start >= cfg.steps:
+            save(cfg.steps)
+        space.save(out / "posespace.pt")
+        summary = {
+            "scale": scale,
+            "train": repr(train_set),
+            "log": log,
+            "calibration": {k: v.pass_rates for k, v in calibrations.items()},
+        }
+        with atomic_output(out / "train_log.json") as tmp:
+            tmp.write_text(json.dumps(summary, indent=2))
+    return space
+
+
+IDENTITY = np.array([1.0, 0.0, 0.0, 0.0, 1.0, 0.0])
+
+
+def _copy(model: PoseDenoiser) -> PoseDenoiser:
+    out = PoseDenoiser(model.config)
+    out.load_state_dict(model.state_dict())
+    return out

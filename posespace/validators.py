@@ -1,0 +1,443 @@
+"""Differentiable pose validators on the skinned body, in Warp: hyperextension, bone twist, self-intersection.
+
+* ``hyperextension``: each joint's swing (direction-dependent limit, so a knee may bend forward but not
+  backward) and twist about its bone, against per-joint limits estimated from data (:meth:`JointLimits.fit`)
+  or given (:meth:`JointLimits.default` for skeletons never seen).
+* ``bone_twist``: linear-blend-skinning collapse of blended regions (see :mod:`posespace.body`): a pose fails
+  when a blend region keeps less than ``collapse_ratio`` of its thickness.
+* ``self_intersection``: penetration of the collision spheres of non-adjacent parts (graph distance >= 2, apart
+  in the rest pose, and not colliding routinely in the calibration data).
+
+Every measure is a differentiable function of the 6D pose (Warp kernels behind torch autograd, FK and
+skinning through :class:`sim.torch_ops.TorchRig`), so :meth:`PoseValidators.loss` serves as a training loss and
+as sampling guidance. :func:`calibrate` fits limits and exclusions so that real motion passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+import warp as wp
+
+from ._rotations import swing_twist_x
+from ._validator_kernels import joint_limit_kernel, sphere_penetration_kernel, twist_collapse_kernel
+from ._warp_ops import warp_device, warp_op
+from .pose_rig import PoseRig
+
+__all__ = [
+    "VALIDATOR_NAMES",
+    "JointLimits",
+    "PoseValidators",
+    "RigCalibration",
+    "ValidatorConfig",
+    "ValidityReport",
+    "calibrate",
+]
+
+VALIDATOR_NAMES = ("hyperextension", "bone_twist", "self_intersection")
+
+
+@dataclass(frozen=True)
+class ValidatorConfig:
+    """Thresholds of the validators and how limits are estimated."""
+
+    swing_planes: int = 32
+    """Half-planes bounding a joint's swing region (a polygon with evenly spaced edge normals)."""
+    limit_scale: float = 1.5
+    """Data-estimated limits are scaled by this ..."""
+    limit_margin_deg: float = 15.0
+    """... and widened by this [deg]."""
+    min_swing_deg: float = 12.0
+    """Smallest swing limit in any direction [deg] (also the half-width of the twist range)."""
+    prior_swing_deg: float = 90.0
+    """Swing every data-fitted joint may reach in any direction except behind a one-sided joint [deg]."""
+    prior_twist_deg: float = 25.0
+    """Twist every data-fitted joint may reach either way [deg]."""
+    hinge_min_mean_deg: float = 10.0
+    """A joint is one-sided (hinge-like) when its mean swing is at least this [deg] ..."""
+    hinge_back_ratio: float = 0.25
+    """... and it bends against its mean direction less than this share of its reach along it."""
+    hinge_half_angle_deg: float = 60.0
+    """Limit half-planes facing within this angle of the backward direction get no prior [deg]."""
+    default_swing_deg: float = 120.0
+    """Swing limit of joints without data [deg]."""
+    default_twist_deg: float = 75.0
+    """Twist half-range of joints without data [deg]."""
+    limit_tolerance_deg: float = 0.5
+    """Excess over a limit that still passes [deg]."""
+    collapse_ratio: float = 0.5
+    """Bone twist fails when a blend region keeps less than this share of its thickness."""
+    penetration_tolerance: float = 0.015
+    """Self-intersection fails above this sphere penetration [fraction of rig height]."""
+    rest_gap: float = 0.005
+    """Sphere pairs closer than this in the rest pose are never tested [fraction of rig height]."""
+    exclusion_rate: float = 0.01
+    """Part pairs that collide in more than this share of calibration poses are not tested."""
+    pool_mirror: bool = True
+    """Calibrate symmetric rigs on the poses and their left/right mirror images (a left knee's range is a right
+    knee's)."""
+    loss_weights: tuple[float, float, float] = (1.0, 1.0, 4.0)
+    """Weights of the hyperextension [rad^2], bone-twist [ratio^2] and penetration [(m/h)^2] loss terms."""
+
+
+@dataclass
+class JointLimits:
+    """Per-joint swing and twist limits in canonical bone frames.
+
+    Attributes:
+        swing: support of the swing polygon per joint and half-plane [rad], shape (J, K): the swing vector ``s``
+            must satisfy ``n_k . s <= swing[j, k]`` with ``n_k`` from :func:`plane_normals`.
+        twist_lo, twist_hi: twist range [rad], shape (J,) each.
+        weight: 1 for limited joints, 0 for free ones (inactive), shape (J,).
+        source: ``"data"``, ``"default"`` or ``"given"``.
+    """
+
+    swing: np.ndarray
+    twist_lo: np.ndarray
+    twist_hi: np.ndarray
+    weight: np.ndarray
+    source: str = "given"
+
+    @classmethod
+    def default(cls, pose_rig: PoseRig, config: ValidatorConfig | None = None) -> JointLimits:
+        """Generic limits for a skeleton without data (swing ``default_swing_deg``, twist +-``default_twist_deg``)."""
+        cfg = config or ValidatorConfig()
+        J = pose_rig.joint_count
+        swing = np.full((J, cfg.swing_planes), np.radians(cfg.default_swing_deg))
+        tw = np.full(J, np.radians(cfg.default_twist_deg))
+        return cls(swing, -tw, tw, pose_rig.active.astype(np.float64), "default")
+
+    @classmethod
+    def fit(cls, pose_rig: PoseRig, d: np.ndarray, config: ValidatorConfig | None = None) -> JointLimits:
+        """Limits from canonical pose quaternions ``d`` (N, J, 4) of real motion, with scale and margin.
+
+        Swing: the polygon with ``swing_planes`` evenly spaced edge normals that tightly contains the seen swing
+        vectors and the rest pose (their support function), scaled by ``limit_scale`` and moved out by
+        ``limit_margin_deg``, at least ``min_swing_deg``, and at least ``prior_swing_deg`` except behind
+        one-sided joints: a knee that only bends forward in the data may bend forward freely but backwards only
+        by its seen reach plus the margin. Every calibration pose lies inside. Twist: the seen range scaled and
+        widened the same way, at least ``prior_twist_deg`` either way.
+        """
+        cfg = config or ValidatorConfig()
+        J = pose_rig.joint_count
+        swing_v, twist = swing_twist_x(np.asarray(d).reshape(-1, J, 4))
+        margin, floor = np.radians(cfg.limit_margin_deg), np.radians(cfg.min_swing_deg)
+        normals = plane_normals(cfg.swing_planes)
+        support = np.maximum(np.einsum("njc,kc->njk", swing_v, normals).max(axis=0), 0.0)  # (J, K)
+        # one-sided joints (bending one way from rest, like a knee or an elbow) get no prior behind them: bending
+        # them backwards is hyperextension
+        mean = swing_v.mean(axis=0)  # (J, 2)
+        mean_len = np.linalg.norm(mean, axis=-1)
+        direction = mean / np.maximum(mean_len, 1e-12)[:, None]
+        along = np.einsum("njc,jc->nj", swing_v, direction)
+        reach_fwd, reach_back = along.max(axis=0), np.maximum(-along.min(axis=0), 0.0)
+        hinge = (mean_len > np.radians(cfg.hinge_min_mean_deg)) & (reach_back < cfg.hinge_back_ratio * reach_fwd)
+        behind = normals @ direction.T < -np.cos(np.radians(cfg.hinge_half_angle_deg))  # (K, J)
+        prior = np.where(hinge[:, None] & behind.T, 0.0, np.radians(cfg.prior_swing_deg))
+        swing = np.maximum(np.maximum(support * cfg.limit_scale + margin, prior), floor)
+        hi = np.maximum(
+            np.maximum(twist.max(axis=0) * cfg.limit_scale + margin, floor), np.radians(cfg.prior_twist_deg)
+        )
+        lo = np.minimum(
+            np.minimum(twist.min(axis=0) * cfg.limit_scale - margin, -floor), -np.radians(cfg.prior_twist_deg)
+        )
+        out = cls(swing, lo, hi, pose_rig.active.astype(np.float64), "data")
+        out.hinge = hinge
+        return out
+
+    def to_dict(self) -> dict:
+        return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> JointLimits:
+        return cls(**{k: (np.asarray(v, dtype=np.float64) if k != "source" else v) for k, v in data.items()})
+
+
+def plane_normals(count: int) -> np.ndarray:
+    """Unit normals of the swing-limit half-planes, evenly spaced, shape (count, 2)."""
+    angles = 2 * np.pi * np.arange(count) / count
+    return np.stack([np.cos(angles), np.sin(angles)], axis=-1)
+
+
+@dataclass
+class RigCalibration:
+    """What :func:`calibrate` learned about one skeleton (stored in checkpoints by skeleton signature).
+
+    Attributes:
+        limits: joint limits.
+        excluded_parts: part (joint) pairs not tested for self-intersection, as sorted ``(a, b)`` lists.
+        pass_rates: share of the calibration poses passing each validator and all of them.
+    """
+
+    limits: JointLimits
+    excluded_parts: list[tuple[int, int]] = field(default_factory=list)
+    pass_rates: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "limits": self.limits.to_dict(),
+            "excluded_parts": [list(map(int, p)) for p in self.excluded_parts],
+            "pass_rates": dict(self.pass_rates),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RigCalibration:
+        return cls(
+            JointLimits.from_dict(data["limits"]),
+            [tuple(p) for p in data.get("excluded_parts", [])],
+            dict(data.get("pass_rates", {})),
+        )
+
+
+@dataclass
+class ValidityReport:
+    """Validator measures of a batch of poses (NumPy arrays of shape (N,)).
+
+    Attributes:
+        hyperextension: worst swing or twist excess over a limit [rad].
+        bone_twist: smallest blend-region thickness ratio [unitless, 1 = intact].
+        self_intersection: deepest sphere penetration [fraction of rig height].
+        passed: per validator, bool arrays.
+        valid: all validators pass.
+    """
+
+    hyperextension: np.ndarray
+    bone_twist: np.ndarray
+    self_intersection: np.ndarray
+    passed: dict[str, np.ndarray]
+    valid: np.ndarray
+
+    def rates(self) -> dict[str, float]:
+        """Pass rate of each validator and of all together."""
+        out = {k: float(v.mean()) if v.size else 1.0 for k, v in self.passed.items()}
+        out["valid"] = float(self.valid.mean()) if self.valid.size else 1.0
+        return out
+
+
+class PoseValidators:
+    """The three validators of one rig, as differentiable torch functions of 6D poses (module docstring).
+
+    Args:
+        pose_rig: the rig.
+        calibration: limits and exclusions (``None``: default limits, rest-pose exclusions only).
+        config: thresholds.
+        device, dtype: where the poses live.
+    """
+
+    def __init__(
+        self,
+        pose_rig: PoseRig,
+        calibration: RigCalibration | None = None,
+        config: ValidatorConfig | None = None,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ):
+        from sim.torch_ops import TorchRig
+
+        self.config = cfg = config or ValidatorConfig()
+        self.pose_rig = pose_rig
+        self.calibration = calibration or RigCalibration(JointLimits.default(pose_rig, cfg))
+        self.device, self.dtype = torch.device(device), dtype
+        body = pose_rig.body
+        self.torch_rig = TorchRig(body.sphere_rig(pose_rig.rig), self.device, dtype)
+        self.candidate_pairs = self._candidate_pairs()
+        excluded = {tuple(p) for p in self.calibration.excluded_parts}
+        sj = body.sphere_joint
+        keep = [k for k, (a, b) in enumerate(self.candidate_pairs) if (sj[a], sj[b]) not in excluded]
+        self.pairs = self.candidate_pairs[keep]
+        self._upload()
+
+    def _candidate_pairs(self) -> np.ndarray:
+        """Sphere pairs of non-adjacent parts that are apart in the rest (bind) pose, shape (P, 2).
+
+        Parts are adjacent when their joints are parent and child or their skin regions share a triangle.
+        """
+        body, cfg = self.pose_rig.body, self.config
+        sj, c, r = body.sphere_joint, body.sphere_center, body.sphere_radius
+        a, b = np.triu_indices(len(sj), k=1)
+        far = self.pose_rig.distances[sj[a], sj[b]] >= 2
+        lo, hi = np.minimum(sj[a], sj[b]), np.maximum(sj[a], sj[b])
+        far &= np.array([(int(x), int(y)) not in body.touching for x, y in zip(lo, hi)], dtype=bool)
+        gap = np.linalg.norm(c[a] - c[b], axis=-1) - r[a] - r[b]
+        apart = gap > cfg.rest_gap * self.pose_rig.height
+        keep = far & apart
+        pairs = np.stack([a[keep], b[keep]], axis=-1).astype(np.int32)
+        # part pair keys sorted (a < b) for the exclusion lists
+        swap = sj[pairs[:, 0]] > sj[pairs[:, 1]]
+        pairs[swap] = pairs[swap][:, ::-1]
+        return pairs.reshape(-1, 2)
+
+    def _upload(self) -> None:
+        cal, body, pr = self.calibration, self.pose_rig.body, self.pose_rig
+        dev = warp_device(self.device)
+        np_t = np.float32 if self.dtype == torch.float32 else np.float64
+        scalar = wp.float32 if self.dtype == torch.float32 else wp.float64
+        vec3 = wp.vec3f if self.dtype == torch.float32 else wp.vec3d
+        quat = wp.quatf if self.dtype == torch.float32 else wp.quatd
+        self._scalar, self._vec3, self._quat = scalar, vec3, quat
+        self._transform = wp.transformf if self.dtype == torch.float32 else wp.transformd
+        arr = lambda a, dt: wp.array(np.ascontiguousarray(a, dtype=np_t), dtype=dt, device=dev)  # noqa: E731
+        vec2 = wp.vec2f if self.dtype == torch.float32 else wp.vec2d
+        lim = cal.limits
+        self._limits = [
+            arr(plane_normals(lim.swing.shape[1]), vec2), arr(lim.swing, scalar), arr(lim.twist_lo, scalar),
+            arr(lim.twist_hi, scalar), arr(lim.weight, scalar),
+        ]  # fmt: skip
+        self._radii = arr(body.sphere_radius, scalar)
+        self._pairs = wp.array(np.ascontiguousarray(self.pairs, dtype=np.int32).reshape(-1, 2), dtype=wp.int32,
+                               device=dev)  # fmt: skip
+        inv = body.bind_rotations.copy()
+        inv[:, :3] *= -1.0
+        self._blend = [
+            arr(inv, quat),
+            wp.array(np.ascontiguousarray(body.blend_joints, dtype=np.int32).reshape(-1, 2), dtype=wp.int32,
+                     device=dev),
+            arr(body.blend_weights.reshape(-1, 2), scalar),
+            arr(body.blend_axis.reshape(-1, 3), vec3),
+        ]  # fmt: skip
+        self._root = torch.zeros(3, dtype=self.dtype, device=self.device)
+        del pr
+
+    # -- differentiable measures ----------------------------------------------------------------------------
+    def joint_excess(self, d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Swing and twist excess over the limits [rad] of canonical quaternions (N, J, 4); each (N, J).
+
+        The swing excess is the largest half-plane violation of the swing polygon (0 inside).
+        """
+        n, J, K = d.shape[0], d.shape[1], self.calibration.limits.swing.shape[1]
+        planes, twist = warp_op(joint_limit_kernel, (n, J), d, self._quat, self._limits, [(n, J, K), (n, J)])
+        return torch.relu(planes.amax(-1)), twist
+
+    def world(self, local: torch.Tensor) -> torch.Tensor:
+        """World transforms (N, J, 7) of local rotations (N, J, 4), root at the origin."""
+        root = self._root.expand(local.shape[0], 3)
+        return self.torch_rig.forward_kinematics(root, local)
+
+    def penetrations(self, world: torch.Tensor, pairs: np.ndarray | None = None) -> torch.Tensor:
+        """Sphere-pair penetration depths [m], shape (N, P) (the tested pairs unless ``pairs`` is given)."""
+        centers, _ = self.torch_rig.skin(world)
+        n = centers.shape[0]
+        parr = self._pairs
+        if pairs is not None:
+            parr = wp.array(np.ascontiguousarray(pairs, dtype=np.int32).reshape(-1, 2), dtype=wp.int32,
+                            device=warp_device(self.device))  # fmt: skip
+        if parr.shape[0] == 0:
+            return centers.new_zeros((n, 0))
+        (pen,) = warp_op(sphere_penetration_kernel, (n, parr.shape[0]), centers, self._vec3,
+                         [self._radii, parr], [(n, parr.shape[0])])  # fmt: skip
+        return pen
+
+    def collapse_ratios(self, world: torch.Tensor) -> torch.Tensor:
+        """Blend-region thickness ratios under twist, shape (N, B)."""
+        n, B = world.shape[0], self._blend[1].shape[0]
+        if B == 0:
+            return world.new_ones((n, 0))
+        (ratio,) = warp_op(twist_collapse_kernel, (n, B), world, self._transform, self._blend, [(n, B)])
+        return ratio
+
+    def measures(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Differentiable per-pose measures of 6D poses (N, J, 6).
+
+        Returns:
+            ``swing`` and ``twist`` (N, J) excess [rad]; ``collapse`` (N, B) ratios; ``penetration`` (N, P)
+            depths / rig height.
+        """
+        d, local = self.pose_rig.decode_torch(x)
+        swing, twist = self.joint_excess(d)
+        world = self.world(local)
+        return {
+            "swing": swing,
+            "twist": twist,
+            "collapse": self.collapse_ratios(world),
+            "penetration": self.penetrations(world) / self.pose_rig.height,
+        }
+
+    def loss(self, x: torch.Tensor, measures: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+        """Smooth validator loss per pose, shape (N,): weighted sums of squared violations (0 when valid)."""
+        m = measures if measures is not None else self.measures(x)
+        cfg = self.config
+        w_ext, w_twist, w_pen = cfg.loss_weights
+        ext = (m["swing"] ** 2 + m["twist"] ** 2).sum(-1)
+        col = (torch.relu(cfg.collapse_ratio + 0.05 - m["collapse"]) ** 2).sum(-1)
+        pen = (torch.relu(m["penetration"] - 0.25 * cfg.penetration_tolerance) ** 2).sum(-1)
+        return w_ext * ext + w_twist * col + w_pen * pen * 100.0
+
+    # -- checks ---------------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def check(self, x: torch.Tensor | np.ndarray, batch: int = 1024) -> ValidityReport:
+        """Measures and pass/fail of 6D poses (N, J, 6)."""
+        x = torch.as_tensor(np.asarray(x) if not torch.is_tensor(x) else x, dtype=self.dtype, device=self.device)
+        parts = []
+        for s in range(0, len(x), batch):
+            m = self.measures(x[s : s + batch])
+            n = m["swing"].shape[0]
+            ext = torch.maximum(m["swing"].amax(-1), m["twist"].amax(-1))
+            col = m["collapse"].amin(-1) if m["collapse"].shape[-1] else m["swing"].new_ones(n)
+            pen = m["penetration"].amax(-1) if m["penetration"].shape[-1] else m["swing"].new_zeros(n)
+            parts.append((ext, col, pen))
+        ext, col, pen = (torch.cat([p[i] for p in parts]).double().cpu().numpy() for i in range(3))
+        cfg = self.config
+        passed = {
+            "hyperextension": ext <= np.radians(cfg.limit_tolerance_deg),
+            "bone_twist": col >= cfg.collapse_ratio,
+            "self_intersection": pen <= cfg.penetration_tolerance,
+        }
+        valid = passed["hyperextension"] & passed["bone_twist"] & passed["self_intersection"]
+        return ValidityReport(ext, col, pen, passed, valid)
+
+
+def calibrate(
+    pose_rig: PoseRig,
+    poses: np.ndarray,
+    config: ValidatorConfig | None = None,
+    limits: JointLimits | None = None,
+) -> RigCalibration:
+    """Fits a skeleton's validators to real motion so that it passes.
+
+    Joint limits come from the poses (unless ``limits`` is given); part pairs whose spheres penetrate beyond the
+    tolerance in more than ``exclusion_rate`` of the poses are excluded (their proxies overlap in ordinary
+    motion, e.g. a thigh against the belly of a crouching quadruped).
+
+    Args:
+        pose_rig: the rig.
+        poses: real poses in 6D form, shape (N, J, 6).
+        config: thresholds.
+        limits: given limits (skip estimation).
+
+    Returns:
+        The calibration, with the pass rates it achieves on ``poses``.
+    """
+    from sim.rotations import rot6d_to_quat
+
+    cfg = config or ValidatorConfig()
+    poses = np.asarray(poses, dtype=np.float64)
+    if cfg.pool_mirror and pose_rig.frame.symmetric:
+        poses = np.concatenate([poses, pose_rig.mirror(poses)])
+    d = rot6d_to_quat(poses)
+    if limits is None:
+        limits = JointLimits.fit(pose_rig, d, cfg)
+    probe = PoseValidators(pose_rig, RigCalibration(limits), cfg)
+    sj = pose_rig.body.sphere_joint
+    pairs = probe.candidate_pairs
+    keys = sorted({(int(sj[a]), int(sj[b])) for a, b in pairs})
+    column = torch.as_tensor([keys.index((int(sj[a]), int(sj[b]))) for a, b in pairs], dtype=torch.long)
+    hits = torch.zeros(len(keys), dtype=torch.float64)
+    with torch.no_grad():
+        for s in range(0, len(poses), 512):
+            x = torch.as_tensor(poses[s : s + 512], dtype=probe.dtype)
+            _, local = pose_rig.decode_torch(x)
+            fail = probe.penetrations(probe.world(local), pairs) / pose_rig.height > cfg.penetration_tolerance
+            per_part = torch.zeros(len(x), len(keys), dtype=torch.float64)
+            per_part.scatter_reduce_(1, column.expand(len(x), -1), fail.double(), reduce="amax")
+            hits += per_part.sum(0)
+    limit = cfg.exclusion_rate * max(len(poses), 1)
+    excluded = {k for k, h in zip(keys, hits.tolist()) if h > limit}
+    if cfg.pool_mirror and pose_rig.frame.symmetric:
+        m = pose_rig.frame.mirror
+        excluded |= {tuple(sorted((int(m[a]), int(m[b])))) for a, b in excluded}
+    excluded = sorted(excluded)
+    cal = RigCalibration(limits, excluded)
+    cal.pass_rates = PoseValidators(pose_rig, cal, cfg).check(poses).rates()
+    return cal

@@ -1,0 +1,62 @@
+"""Pose-set metrics against hand-computed values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sim
+from posespace import PoseRig, apd, end_effectors, prdc, slerp_path
+from sim.rotations import axis_angle_to_quat, quat_to_axis_angle, rot6d_to_quat
+
+EXACT = 1e-12
+
+
+def test_prdc_hand_computed():
+    real = np.arange(10.0)[:, None]  # k = 1: every real ball has radius 1
+    fake = np.array([[0.5], [20.0], [100.0]])
+    out = prdc(real, fake, k=1)
+    assert out["precision"] == pytest.approx(1 / 3)  # only 0.5 lies in a real ball
+    assert out["coverage"] == pytest.approx(2 / 10)  # the balls of 0 and 1 contain 0.5
+    assert out["recall"] == pytest.approx(1.0)  # the fake ball of 0.5 (radius 19.5) holds every real
+    assert out["density"] == pytest.approx(2 / 3)  # 0.5 is in two real balls, k = 1, three fakes
+    same = prdc(real, real + 1e-9, k=2)
+    assert same["precision"] == 1.0 and same["coverage"] == 1.0
+    with pytest.raises(ValueError, match="more than k"):
+        prdc(real[:2], fake, k=2)
+
+
+def test_apd_of_two_poses(make_stick):
+    rig = make_stick()
+    pr = PoseRig(rig)
+    a = pr.rest_pose(1)[0]
+    motion = pr.decode(pr.rest_pose(1))
+    rot = motion.rotations.copy()
+    rot[0, rig.joint_index("left_shoulder")] = axis_angle_to_quat(np.array([0.0, 0.5, 0.0]))
+    b = pr.encode(sim.Motion(30, motion.root_translations, rot))[0]
+    pa, _ = sim.pose_motion(rig, sim.Motion(30, np.zeros((1, 3)), motion.rotations))
+    pb, _ = sim.pose_motion(rig, sim.Motion(30, np.zeros((1, 3)), rot))
+    ref = np.linalg.norm(pa - pb, axis=-1)[0, pr.active].mean() / pr.height
+    assert ref > 0
+    np.testing.assert_allclose(apd(pr, np.stack([a, b])), ref, rtol=1e-9)
+    np.testing.assert_allclose(apd(pr, np.stack([a, a])), 0.0, atol=EXACT)
+
+
+def test_slerp_path(make_stick, rng):
+    pr = PoseRig(make_stick())
+    a = pr.rest_pose(1)[0]
+    b = pr.encode(pr.decode(pr.rest_pose(1)))[0]
+    q = axis_angle_to_quat(np.array([0.0, 0.8, 0.0]))
+    from sim.rotations import quat_to_rot6d
+
+    b[4] = quat_to_rot6d(q)
+    path = slerp_path(pr, a, b, 5)
+    np.testing.assert_allclose(path[0], a, atol=EXACT)
+    np.testing.assert_allclose(path[-1], b, atol=1e-9)
+    np.testing.assert_allclose(quat_to_axis_angle(rot6d_to_quat(path[2, 4])), [0.0, 0.4, 0.0], atol=1e-9)
+
+
+def test_end_effectors(make_stick):
+    pr = PoseRig(make_stick())
+    names = [pr.rig.joint_names[j] for j in end_effectors(pr)]
+    assert sorted(names) == sorted(["head", "left_hand", "right_hand", "left_toe", "right_toe"])

@@ -1,0 +1,155 @@
+"""Canonical frames, graph distances, symmetry, swing-twist and pose encoding of the pose space."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import sim
+from posespace import PoseRig, graph_distances, rig_signature
+from posespace._rotations import remove_twist_x, swing_twist_x, swing_twist_x_t
+from sim.rotations import (
+    axis_angle_to_quat,
+    quat_multiply,
+    quat_normalize,
+    quat_rotate,
+    quat_to_matrix,
+)
+
+EXACT = 1e-10
+FK_TOL = 1e-9
+
+
+def test_graph_distances_match_floyd_warshall(rng):
+    parents = [-1, 0, 1, 1, 0, 4, 5, 2]
+    ref = np.full((8, 8), 99)
+    np.fill_diagonal(ref, 0)
+    for j, p in enumerate(parents):
+        if p >= 0:
+            ref[j, p] = ref[p, j] = 1
+    for k in range(8):
+        ref = np.minimum(ref, ref[:, k : k + 1] + ref[k : k + 1, :])
+    np.testing.assert_array_equal(graph_distances(np.array(parents)), ref)
+
+
+def test_swing_twist_known_rotations():
+    angle = 0.7
+    swing, twist = swing_twist_x(axis_angle_to_quat(np.array([angle, 0.0, 0.0])))
+    np.testing.assert_allclose(twist, angle, atol=EXACT)
+    np.testing.assert_allclose(swing, [0.0, 0.0], atol=EXACT)
+    swing, twist = swing_twist_x(axis_angle_to_quat(np.array([0.0, 0.0, -angle])))
+    np.testing.assert_allclose(twist, 0.0, atol=EXACT)
+    np.testing.assert_allclose(swing, [0.0, -angle], atol=EXACT)
+
+
+def test_swing_twist_recomposes_and_matches_torch(rng):
+    q = quat_normalize(rng.normal(size=(50, 4)))
+    swing, twist = swing_twist_x(q)
+    sv = np.concatenate([np.zeros((50, 1)), swing], axis=-1)  # swing axis lies in the y-z plane
+    t = axis_angle_to_quat(twist[:, None] * np.array([1.0, 0.0, 0.0]))
+    recomposed = quat_multiply(axis_angle_to_quat(sv), t)
+    np.testing.assert_allclose(quat_to_matrix(recomposed), quat_to_matrix(q), atol=1e-9)
+    st, tt = swing_twist_x_t(torch.as_tensor(q))
+    np.testing.assert_allclose(st.numpy(), swing, atol=1e-6)
+    np.testing.assert_allclose(tt.numpy(), twist, atol=1e-9)
+    # heading removal leaves no twist about x
+    _, rest = swing_twist_x(remove_twist_x(q))
+    np.testing.assert_allclose(rest, 0.0, atol=1e-9)
+
+
+def test_canonical_frames_point_along_bones(make_stick):
+    rig = make_stick()
+    pr = PoseRig(rig)
+    pos, rot = rig.rest_world_transforms()
+    axes = quat_rotate(pr.frames_world, np.array([1.0, 0.0, 0.0]))
+    for child, parent in ((4, 3), (10, 9), (14, 13)):  # elbow <- shoulder, knee <- hip
+        d = pos[child] - pos[parent]
+        np.testing.assert_allclose(axes[parent], d / np.linalg.norm(d), atol=EXACT)
+    np.testing.assert_allclose(axes[0], [0.0, 0.0, 1.0], atol=EXACT)  # root: up, so its twist is the heading
+    # vertical bones take the character's left (+y) as second axis
+    np.testing.assert_allclose(quat_rotate(pr.frames_world[9], np.array([0.0, 1.0, 0.0])), [0, 1, 0], atol=EXACT)
+    # local frames are the world frames seen from each joint's rest frame
+    np.testing.assert_allclose(quat_to_matrix(quat_multiply(rot, pr.frames_local)), quat_to_matrix(pr.frames_world),
+                               atol=EXACT)  # fmt: skip
+
+
+def test_character_frame_symmetry_and_signature(make_stick):
+    rig = make_stick()
+    pr = PoseRig(rig)
+    assert pr.frame.symmetric
+    np.testing.assert_allclose(pr.frame.left, [0.0, 1.0, 0.0], atol=EXACT)
+    names = rig.joint_names
+    assert names[pr.frame.mirror[names.index("left_knee")]] == "right_knee"
+    assert pr.frame.mirror[0] == 0
+    # a lopsided skeleton is not treated as symmetric
+    t = rig.rest_translations.copy()
+    t[4] *= 1.5
+    lopsided = sim.Rig(names, rig.parents, t, rig.rest_rotations)
+    assert not PoseRig(lopsided).frame.symmetric
+    assert rig_signature(rig) == rig_signature(make_stick())
+    assert rig_signature(rig) != rig_signature(lopsided)
+
+
+def _root_relative(rig, motion):
+    pos, _ = sim.pose_motion(rig, motion)
+    return pos - pos[:, :1]
+
+
+def test_encode_decode_keeps_the_pose_without_heading(rng, make_stick, make_walk):
+    rig = make_stick()
+    pr = PoseRig(rig)
+    motion = make_walk(rig, 20)
+    heading = axis_angle_to_quat(np.array([0.0, 0.0, 1.2]))
+    rot = motion.rotations.copy()
+    rot[:, 0] = quat_multiply(
+        heading, quat_multiply(axis_angle_to_quat(rng.normal(scale=0.2, size=(20, 3))), rot[:, 0])
+    )
+    motion = sim.Motion(motion.fps, motion.root_translations, rot)
+    poses = pr.encode(motion)
+    assert poses.shape == (20, rig.joint_count, 6)
+    # exact round trip when the heading is given back
+    back = pr.decode(poses, like=motion)
+    np.testing.assert_allclose(_root_relative(rig, back), _root_relative(rig, motion), atol=FK_TOL)
+    # without it, the pose differs from the input by one rotation about up: pairwise distances and heights agree
+    plain = _root_relative(rig, pr.decode(poses))
+    ref = _root_relative(rig, motion)
+    np.testing.assert_allclose(plain[..., 2], ref[..., 2], atol=FK_TOL)
+    np.testing.assert_allclose(np.linalg.norm(plain[..., :2], axis=-1), np.linalg.norm(ref[..., :2], axis=-1),
+                               atol=FK_TOL)  # fmt: skip
+
+
+def test_mirror_reflects_joint_positions(make_stick, make_walk):
+    rig = make_stick()
+    pr = PoseRig(rig)
+    poses = pr.encode(make_walk(rig, 12))
+    mirrored = pr.mirror(poses)
+    a = _root_relative(rig, pr.decode(poses))
+    b = _root_relative(rig, pr.decode(mirrored))
+    reflect = np.diag([1.0, -1.0, 1.0])
+    np.testing.assert_allclose(b[:, pr.frame.mirror], a @ reflect, atol=FK_TOL)
+    np.testing.assert_allclose(pr.mirror(mirrored), poses, atol=1e-12)
+
+
+def test_features_are_finite_and_facing_invariant(make_stick):
+    rig = make_stick()
+    f = PoseRig(rig).features
+    assert f.shape[0] == rig.joint_count and np.isfinite(f).all()
+    # the same character turned 90 degrees about up has the same features
+    turn = axis_angle_to_quat(np.array([0.0, 0.0, np.pi / 2]))
+    rest_rot = rig.rest_rotations.copy()
+    rest_rot[0] = quat_multiply(turn, rest_rot[0])
+    trans = rig.rest_translations.copy()
+    trans[0] = quat_rotate(turn, trans[0])
+    turned = sim.Rig(rig.joint_names, rig.parents, trans, rest_rot)
+    np.testing.assert_allclose(PoseRig(turned).features, f, atol=1e-6)
+
+
+@pytest.mark.parametrize("source", ["procedural:quadruped", "procedural:biped"])
+def test_procedural_characters_are_symmetric(source):
+    from usd_io import load_asset
+
+    pr = PoseRig(load_asset(source).rig)
+    assert pr.frame.symmetric
+    assert pr.body.proxy is False
+    assert len(pr.body.sphere_center) > pr.joint_count // 2

@@ -1,0 +1,173 @@
+"""The pose-space API on a tiny model trained in seconds: sample, project, IK, interpolate, target filter, I/O."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import sim
+from posespace import (
+    AugmentConfig,
+    ModelConfig,
+    PoseSet,
+    PoseSpace,
+    TrainConfig,
+    joint_positions,
+    train,
+)
+from sim.rotations import axis_angle_to_quat
+
+TINY = ModelConfig(width=32, depth=2, heads=4, max_distance=6)
+ORTHO_TOL = 1e-9
+IK_TOLERANCE = 0.01  # fraction of the rig height
+
+
+class _Helpers:
+    def __init__(self, make_stick, make_walk):
+        self.stick_rig, self.stick_walk = make_stick, make_walk
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, make_stick, make_walk):
+    """A tiny pose space trained for 30 steps on two walk-like clips of the stick figure (held out: a third)."""
+    helpers = _Helpers(make_stick, make_walk)
+    rig = helpers.stick_rig()
+    ps = PoseSet()
+    for name, phase, amp in (("walk", 0.0, 1.0), ("stroll", 0.5, 0.6), ("march", 1.0, 1.2)):
+        ps.add(rig, helpers.stick_walk(rig, 60, phase, amp), name, fps=None)
+    out = tmp_path_factory.mktemp("posespace")
+    aug = AugmentConfig(rotation_noise_deg=1.0)
+    cfg = TrainConfig(output=out, steps=30, batch_size=24, lr=3e-3, warmup=5, model=TINY, progress=False,
+                      heldout=("march",), checkpoint_every=15, augment=aug, validator_poses=8)  # fmt: skip
+    space = train(cfg, ps)
+    space = space.with_sampling(steps=8, project_steps=5, interpolation_steps=6, ik_steps=5, polish_iters=8)
+    return space, rig, ps, cfg, helpers
+
+
+def test_training_writes_checkpoints_and_resumes(trained):
+    space, rig, ps, cfg, _ = trained
+    out = cfg.output
+    for name in ("checkpoint.pt", "posespace.pt", "config.json", "train_log.json"):
+        assert (out / name).is_file()
+    log = json.loads((out / "train_log.json").read_text())
+    assert np.isfinite([e["loss"] for e in log["log"]]).all()
+    state = torch.load(out / "checkpoint.pt", weights_only=False)
+    assert state["train"]["step"] == 30
+    assert space.is_known(rig)
+    # resuming continues from step 30
+    from dataclasses import replace
+
+    resumed = replace(cfg, steps=32, resume=True)
+    train(resumed, ps)
+    assert torch.load(out / "checkpoint.pt", weights_only=False)["train"]["step"] == 32
+
+
+def test_save_load_round_trip(trained, tmp_path):
+    space, rig, *_ = trained
+    path = tmp_path / "ps.pt"
+    space.save(path)
+    loaded = PoseSpace.load(path, space.sampling)
+    np.testing.assert_allclose(loaded.sample_poses(rig, 4, seed=3), space.sample_poses(rig, 4, seed=3), atol=1e-6)
+    with pytest.raises(ValueError, match="not a pose-space checkpoint"):
+        torch.save({"format": "other"}, tmp_path / "bad.pt")
+        PoseSpace.load(tmp_path / "bad.pt")
+
+
+def test_samples_are_rotations_and_valid(trained):
+    space, rig, *_ = trained
+    motion = space.sample(rig, 24, seed=0)
+    assert motion.frame_count == 24 and motion.joint_count == rig.joint_count
+    poses = space.pose_rig(rig).encode(motion)
+    from sim.rotations import rot6d_to_matrix
+
+    m = rot6d_to_matrix(poses)
+    np.testing.assert_allclose(m @ np.swapaxes(m, -1, -2), np.broadcast_to(np.eye(3), m.shape), atol=ORTHO_TOL)
+    assert space.validators(rig).check(poses).valid.mean() >= 0.9
+
+
+def _hyperextended(rig, pr, motion, frames):
+    rot = motion.rotations.copy()
+    rot[frames, rig.joint_index("left_knee")] = axis_angle_to_quat(np.array([0.0, -np.radians(50.0), 0.0]))
+    return sim.Motion(motion.fps, motion.root_translations, rot, name=motion.name)
+
+
+def test_projection_repairs_invalid_poses(trained):
+    space, rig, ps, _, helpers = trained
+    pr = space.pose_rig(rig)
+    val = space.validators(rig)
+    motion = _hyperextended(rig, pr, helpers.stick_walk(rig, 12), np.arange(12))
+    bad = pr.encode(motion)
+    assert not val.check(bad).valid.any()
+    fixed = space.project_poses(rig, bad)
+    assert val.check(fixed).valid.mean() >= 0.9
+    # projecting again moves the result less than the first projection moved the input
+    again = space.project_poses(rig, fixed)
+    move = lambda a, b: np.linalg.norm(joint_positions(pr, a) - joint_positions(pr, b), axis=-1).mean()  # noqa: E731
+    assert move(again, fixed) < move(fixed, bad)
+    # strength 0 is the validator descent alone: valid poses do not move at all
+    good = ps.rigs[0].poses[:8]
+    np.testing.assert_allclose(space.project_poses(rig, good, strength=0.0), good, atol=1e-6)
+
+
+def test_project_keeps_root_and_heading(trained):
+    space, rig, _, _, helpers = trained
+    motion = helpers.stick_walk(rig, 6)
+    rot = motion.rotations.copy()
+    rot[:, 0] = axis_angle_to_quat(np.array([0.0, 0.0, 0.9]))
+    motion = sim.Motion(motion.fps, motion.root_translations, rot)
+    out = space.project(rig, motion)
+    np.testing.assert_allclose(out.root_translations, motion.root_translations)
+    pr = space.pose_rig(rig)
+    np.testing.assert_allclose(pr.headings(out.rotations), pr.headings(motion.rotations), atol=1e-6)
+
+
+def test_ik_reaches_handles(trained):
+    space, rig, ps, _, _ = trained
+    pr = space.pose_rig(rig)
+    poses = ps.rigs[0].poses[::12][:8]
+    root = rig.rest_translations[0]
+    pos = joint_positions(pr, poses) + root
+    effectors = [rig.joint_index(n) for n in ("left_hand", "right_hand", "left_toe", "right_toe", "head")]
+    solved = space.ik_poses(rig, {j: pos[:, j] for j in effectors}, seed=0)
+    err = np.linalg.norm(joint_positions(pr, solved)[:, effectors] + root - pos[:, effectors], axis=-1).max(1)
+    assert (err / pr.height < IK_TOLERANCE).mean() >= 0.75
+    # names work as handles and a single target gives one pose
+    one = space.ik(rig, {"left_hand": pos[0, effectors[0]]}, seed=0)
+    assert one.frame_count == 1
+
+
+def test_interpolation_ends_at_the_inputs(trained):
+    space, rig, ps, _, _ = trained
+    a, b = ps.rigs[0].poses[0], ps.rigs[0].poses[30]
+    path = space.interpolate_poses(rig, a, b, 7)
+    assert path.shape == (7, rig.joint_count, 6)
+    np.testing.assert_allclose(path[0], a)
+    np.testing.assert_allclose(path[-1], b)
+    assert space.validators(rig).check(path).valid.mean() >= 0.8
+
+
+def test_target_filter_fixes_only_invalid_frames(trained):
+    space, rig, _, _, helpers = trained
+    pr = space.pose_rig(rig)
+    motion = _hyperextended(rig, pr, helpers.stick_walk(rig, 20), np.arange(5, 9))
+    filt = space.target_filter(rig)
+    out = filt(motion)
+    valid = space.validators(rig).check(pr.encode(out)).valid
+    assert valid[5:9].all()
+    keep = np.r_[0:5, 9:20]
+    np.testing.assert_allclose(out.rotations[keep], motion.rotations[keep])
+    np.testing.assert_allclose(out.root_translations, motion.root_translations)
+
+
+def test_unknown_skeleton_gets_default_validators(trained):
+    space, _, _, _, helpers = trained
+    other = helpers.stick_rig("other", 1.0)
+    t = other.rest_translations.copy()
+    t[[4, 7]] *= 1.4  # longer upper arms: another skeleton
+    other = sim.Rig(other.joint_names, other.parents, t, other.rest_rotations)
+    assert not space.is_known(other)
+    assert space.validators(other).calibration.limits.source == "default"
+    assert space.sample_poses(other, 4, seed=0).shape == (4, other.joint_count, 6)

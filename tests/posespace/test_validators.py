@@ -1,0 +1,183 @@
+"""Validators: Warp kernels against slow references, gradients against finite differences, calibration."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import sim
+from posespace import JointLimits, PoseRig, PoseValidators, RigCalibration, ValidatorConfig, calibrate
+from posespace._rotations import swing_twist_x
+from posespace.validators import plane_normals
+from sim._reference import fk_reference
+from sim.rotations import (
+    axis_angle_to_quat,
+    quat_conjugate,
+    quat_multiply,
+    quat_normalize,
+    quat_to_rot6d,
+    rot6d_to_quat,
+)
+
+FWD_TOL = 1e-9  # float64 kernels vs NumPy
+GRAD_EPS = 1e-6
+GRAD_ATOL = 1e-5
+GRAD_RTOL = 1e-4
+
+
+@pytest.fixture
+def stick_setup(make_stick, make_walk):
+    rig = make_stick()
+    pr = PoseRig(rig)
+    poses = pr.encode(make_walk(rig, 90))
+    return rig, pr, poses
+
+
+def _posed(rig, pr, poses, changes):
+    """``poses[:1]`` with the local rotations of some joints replaced by rotation vectors [rad] (the stick rig's
+    rest rotations are identity, so local axes are world axes)."""
+    motion = pr.decode(poses[:1])
+    rot = motion.rotations.copy()
+    for name, aa in changes.items():
+        rot[0, rig.joint_index(name)] = axis_angle_to_quat(np.asarray(aa, dtype=np.float64))
+    return pr.encode(sim.Motion(30, motion.root_translations, rot))
+
+
+def _random_poses(pr, rng, n, deg=40.0):
+    q = axis_angle_to_quat(rng.normal(scale=np.radians(deg), size=(n, pr.joint_count, 3)))
+    return quat_to_rot6d(q)
+
+
+def test_joint_limit_kernel_matches_reference(stick_setup, rng):
+    _, pr, poses = stick_setup
+    cfg = ValidatorConfig()
+    limits = JointLimits.fit(pr, rot6d_to_quat(poses), cfg)
+    val = PoseValidators(pr, RigCalibration(limits), cfg, dtype=torch.float64)
+    x = _random_poses(pr, rng, 16, deg=70.0)
+    d = quat_normalize(rot6d_to_quat(x))
+    d[:, ~pr.active] = [0, 0, 0, 1]
+    swing, twist = val.joint_excess(torch.as_tensor(d))
+    sv, tv = swing_twist_x(d)
+    planes = np.einsum("njc,kc->njk", sv, plane_normals(cfg.swing_planes)) - limits.swing[None]
+    ref_swing = np.maximum(planes.max(-1), 0.0) * limits.weight
+    ref_twist = (np.maximum(tv - limits.twist_hi, 0) + np.maximum(limits.twist_lo - tv, 0)) * limits.weight
+    np.testing.assert_allclose(swing.numpy(), ref_swing, atol=1e-6)
+    np.testing.assert_allclose(twist.numpy(), ref_twist, atol=FWD_TOL)
+    assert (ref_swing > 0).any() and (ref_twist > 0).any()  # the test exercises violations
+
+
+def _sphere_centres_reference(rig, pr, local_rot):
+    world = fk_reference(rig.parents, np.broadcast_to(rig.rest_translations, (*local_rot.shape[:2], 3)).copy()
+                         * np.r_[0, np.ones(rig.joint_count - 1)][None, :, None], local_rot)  # fmt: skip
+    body = pr.body
+    skin = world[:, body.sphere_joint] @ rig.inverse_bind_matrices[body.sphere_joint]
+    hom = np.concatenate([body.sphere_center, np.ones((len(body.sphere_center), 1))], axis=1)
+    return np.einsum("nsab,sb->nsa", skin, hom)[..., :3], world
+
+
+def test_penetration_and_collapse_match_reference(stick_setup, rng):
+    rig, pr, _ = stick_setup
+    val = PoseValidators(pr, dtype=torch.float64)
+    x = _random_poses(pr, rng, 8, deg=60.0)
+    _, local = pr.decode_torch(torch.as_tensor(x))
+    world_t = val.world(local)
+    pen = val.penetrations(world_t).numpy()
+    ratio = val.collapse_ratios(world_t).numpy()
+    centres, world = _sphere_centres_reference(rig, pr, local.numpy())
+    a, b = val.pairs[:, 0], val.pairs[:, 1]
+    r = pr.body.sphere_radius
+    ref = np.maximum(r[a] + r[b] - np.linalg.norm(centres[:, a] - centres[:, b], axis=-1), 0.0)
+    np.testing.assert_allclose(pen, ref, atol=1e-6)
+    # collapse: relative twist about the pair's axis, LBS thickness |w_a + w_c e^{i theta}|
+    from sim.rotations import matrix_to_quat
+
+    wq = matrix_to_quat(world[..., :3, :3])
+    rel_world = quat_multiply(wq, quat_conjugate(pr.body.bind_rotations))  # rotation since bind
+    ja, jc = pr.body.blend_joints[:, 0], pr.body.blend_joints[:, 1]
+    m = quat_multiply(quat_conjugate(rel_world[:, ja]), rel_world[:, jc])
+    m = np.where(m[..., 3:4] < 0, -m, m)
+    theta = 2 * np.arctan2(np.sum(m[..., :3] * pr.body.blend_axis, -1), m[..., 3])
+    wa, wc = pr.body.blend_weights[:, 0], pr.body.blend_weights[:, 1]
+    ref_ratio = np.abs(wa + wc * np.exp(1j * theta)) / (wa + wc)
+    np.testing.assert_allclose(ratio, ref_ratio, atol=1e-6)
+
+
+def test_validator_gradients_match_finite_differences(stick_setup, rng):
+    rig, pr, poses = stick_setup
+    cfg = ValidatorConfig()
+    cal = calibrate(pr, poses, cfg)
+    val = PoseValidators(pr, cal, cfg, dtype=torch.float64)
+    # legs crossed, the left knee bent backwards, the left forearm twisted: every term is active
+    x = _posed(rig, pr, poses, {"left_hip": [-0.45, 0.1, 0.0], "right_hip": [0.45, 0.0, 0.0],
+                                "left_knee": [0.0, -0.9, 0.0], "left_elbow": [0.1, -0.2, -2.3]})  # fmt: skip
+    x = torch.as_tensor(x).requires_grad_(True)
+    m = val.measures(x)
+    assert m["swing"].max() > 0 and m["twist"].max() > 0 and m["penetration"].max() > 0
+    assert m["collapse"].min() < 1.0
+    loss_fn = lambda y: val.loss(y).sum() + (1.0 - val.measures(y)["collapse"]).sum()  # noqa: E731
+    (grad,) = torch.autograd.grad(loss_fn(x), x)
+    joints = [rig.joint_index(n) for n in ("left_hip", "right_hip", "left_knee", "left_elbow")]
+    fd = torch.zeros_like(x)
+    with torch.no_grad():
+        for idx in ((0, j, c) for j in joints for c in range(6)):
+            xp, xm = x.detach().clone(), x.detach().clone()
+            xp[idx] += GRAD_EPS
+            xm[idx] -= GRAD_EPS
+            fd[idx] = (loss_fn(xp) - loss_fn(xm)) / (2 * GRAD_EPS)
+    torch.testing.assert_close(grad[0, joints], fd[0, joints], atol=GRAD_ATOL, rtol=GRAD_RTOL)
+    assert fd[0, joints].abs().max() > 1e-2
+
+
+def test_calibration_passes_its_data_and_catches_hyperextension(stick_setup):
+    rig, pr, poses = stick_setup
+    cal = calibrate(pr, poses)
+    assert cal.pass_rates["valid"] == 1.0
+    knee = rig.joint_index("left_knee")
+    assert cal.limits.hinge[knee] and cal.limits.hinge[rig.joint_index("right_knee")]
+    val = PoseValidators(pr, cal)
+    bent = _posed(rig, pr, poses, {"left_knee": [0.0, -np.radians(45.0), 0.0]})  # the foot swings forward
+    report = val.check(bent)
+    assert not report.passed["hyperextension"].any()
+    assert report.passed["self_intersection"].all() and report.passed["bone_twist"].all()
+    forward = _posed(rig, pr, poses, {"left_knee": [0.0, np.radians(60.0), 0.0]})  # deeper flexion is fine
+    assert val.check(forward).passed["hyperextension"].all()
+
+
+def test_twist_collapse_threshold(stick_setup):
+    """A 50/50 blend keeps cos(theta/2) of its thickness: 100 deg passes a 0.5 threshold, 140 deg fails."""
+    rig, pr, _ = stick_setup
+    val = PoseValidators(pr, config=ValidatorConfig(default_twist_deg=180.0))
+    elbow = rig.joint_index("left_elbow")
+    pair = np.flatnonzero(pr.body.blend_joints[:, 1] == elbow)[0]
+    np.testing.assert_allclose(pr.body.blend_weights[pair], [0.5, 0.5], atol=1e-12)
+    axis = pr.body.blend_axis[pair]
+    for deg, passes in ((100.0, True), (140.0, False)):
+        q = np.broadcast_to([0.0, 0.0, 0.0, 1.0], (1, rig.joint_count, 4)).copy()
+        q[0, elbow] = axis_angle_to_quat(axis * np.radians(deg))  # rest rotations are identity here
+        x = pr.encode(sim.Motion(30, rig.rest_translations[:1], q))
+        report = val.check(x)
+        np.testing.assert_allclose(report.bone_twist[0], np.cos(np.radians(deg) / 2), atol=1e-5)
+        assert bool(report.passed["bone_twist"][0]) == passes
+
+
+def test_self_intersection_detects_limbs_crossing(stick_setup):
+    rig, pr, poses = stick_setup
+    val = PoseValidators(pr, calibrate(pr, poses))
+    # swing both legs 25 degrees towards each other (about -x for the left, +x for the right): they cross
+    deg = np.radians(25.0)
+    crossed = _posed(rig, pr, poses, {"left_hip": [-deg, 0, 0], "right_hip": [deg, 0, 0],
+                                      "left_knee": [0, 0, 0], "right_knee": [0, 0, 0]})  # fmt: skip
+    apart = _posed(rig, pr, poses, {"left_hip": [deg, 0, 0], "right_hip": [-deg, 0, 0]})
+    assert val.check(apart).passed["self_intersection"][0]
+    report = val.check(crossed)
+    assert not report.passed["self_intersection"][0]
+    assert report.passed["self_intersection"][0] == (report.self_intersection[0] <= val.config.penetration_tolerance)
+
+
+def test_default_limits_for_unknown_skeletons(stick_setup):
+    _, pr, _ = stick_setup
+    limits = JointLimits.default(pr)
+    assert limits.source == "default"
+    np.testing.assert_allclose(limits.swing, np.radians(ValidatorConfig().default_swing_deg))
+    assert PoseValidators(pr).check(pr.rest_pose(3)).valid.all()
