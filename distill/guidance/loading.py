@@ -1,0 +1,236 @@
+"""Guidance configuration, model presets, and construction (real weights from a local directory / HF cache, tiny
+random models, or the oracle).
+
+Real weights are never fetched implicitly: ``from_pretrained`` runs with ``local_files_only=True`` unless
+``allow_download`` is set, so a missing model fails at once with a message that says how to get it.
+
+GPU requirements (not measured here: these machines have no GPU). Published inference figures: CogVideoX-2b
+~12 GB (diffusers, FP16) and ~90 s per 50 steps on one A100 (~45 s on H100); CogVideoX-5b ~20.7 GB (diffusers,
+BF16) and ~180 s per 50 steps on A100 (~90 s on H100) (model card); Wan2.1-T2V-1.3B 8.19 GB and ~4 min per 5 s 480p
+video on an RTX 4090. One SDS step costs about one CFG denoising step (a batch-2 transformer pass) plus a VAE encode
+with its backward pass per rendered view, i.e. roughly 2-4 s per view on an A100 for CogVideoX-2b at 480x720x49.
+The VAE backward adds activation memory: keep ``vae_gradient_checkpointing`` (CogVideoX) and render fewer frames
+or a smaller ``model_height/width`` first; budget >= 24 GB for 2b and >= 40 GB for 5b. On CPU a full-size
+random-weight CogVideoX-2b step took ~23 s and ~9 GB (field notes); the tiny models take ~0.1 s.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+from ._sds import TimestepSchedule, VideoSDS, Weighting
+from .cogvideox import GuidanceCogVideoX
+from .oracle import OracleDenoiser, PixelVAE
+from .text import encode_prompts
+from .tiny import cogvideox_scheduler, tiny_cogvideox, tiny_wan
+from .wan import GuidanceWan
+
+__all__ = ["MODEL_PRESETS", "GuidanceConfig", "GuidanceKind", "GuidanceModelError", "ModelPreset", "build_guidance"]
+
+GuidanceKind = Literal["cogvideox-2b", "cogvideox-5b", "wan2.1-1.3b", "tiny", "tiny-wan", "oracle"]
+
+
+class GuidanceModelError(RuntimeError):
+    """The guidance model's weights are missing or unreadable; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    """A released text-to-video model."""
+
+    family: Literal["cogvideox", "wan"]
+    hub_id: str
+    dtype: str
+    height: int
+    width: int
+    frames: int
+    fps: int
+    text_length: int
+
+
+MODEL_PRESETS: dict[str, ModelPreset] = {
+    "cogvideox-2b": ModelPreset("cogvideox", "THUDM/CogVideoX-2b", "float16", 480, 720, 49, 8, 226),
+    "cogvideox-5b": ModelPreset("cogvideox", "THUDM/CogVideoX-5b", "bfloat16", 480, 720, 49, 8, 226),
+    "wan2.1-1.3b": ModelPreset("wan", "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", "bfloat16", 480, 832, 81, 16, 512),
+}
+
+
+@dataclass(frozen=True)
+class GuidanceConfig:
+    """Which video model scores the renders, and how SDS samples it."""
+
+    kind: GuidanceKind = "tiny"
+    """Model: a released one (weights needed), 'tiny' / 'tiny-wan' (random, offline) or 'oracle'."""
+    model: str | None = None
+    """Local diffusers directory or Hugging Face hub id (default: the preset's hub id, from the local cache)."""
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    """Weights dtype; 'auto' = the preset's on CUDA, float32 on CPU."""
+    device: str = "auto"
+    """Torch device of the model; 'auto' = cuda when available."""
+    allow_download: bool = False
+    """Let from_pretrained download missing weights (off: only local files are used)."""
+    guidance_scale: float = 25.0
+    """Classifier-free guidance scale (1 = no unconditional pass)."""
+    negative_prompt: str = ""
+    """Negative prompt for the unconditional branch."""
+    schedule: TimestepSchedule = field(default_factory=TimestepSchedule)
+    """Timestep range and its annealing."""
+    weighting: Weighting = "noise_level"
+    """SDS weight w(t): 'uniform' or 'noise_level' (1 - alpha_bar, or sigma for flow)."""
+    model_height: int | None = None
+    """Renders are resized to this height before encoding (None keeps the render size)."""
+    model_width: int | None = None
+    """Renders are resized to this width before encoding (None keeps the render size)."""
+    vae_gradient_checkpointing: bool = True
+    """Recompute VAE activations in backward (CogVideoX VAE only; Wan's does not support it)."""
+    vae_tiling: bool = False
+    """Tiled VAE encode (less memory at large sizes; gradients flow through tiles)."""
+    tiny_seed: int = 0
+    """Seed of the tiny models' random weights."""
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def _dtype(name: str, preset: ModelPreset | None, device: torch.device) -> torch.dtype:
+    if name == "auto":
+        name = preset.dtype if (preset is not None and device.type == "cuda") else "float32"
+    return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[name]
+
+
+def _resolve(source: str, preset: ModelPreset, kind: str) -> str:
+    path = Path(source).expanduser()
+    hub_like = source.count("/") == 1 and not source.startswith((".", "/", "~")) and not path.exists()
+    if hub_like:
+        return source
+    if not path.is_dir():
+        raise GuidanceModelError(
+            f"--guidance-model {source!r}: no such directory (pass a local diffusers folder of {kind}, e.g. "
+            f"one made with `huggingface-cli download {preset.hub_id} --local-dir DIR`)"
+        )
+    missing = [s for s in ("transformer", "vae", "scheduler", "text_encoder", "tokenizer") if not (path / s).is_dir()]
+    if missing:
+        raise GuidanceModelError(
+            f"--guidance-model {source!r}: not a diffusers {kind} folder, missing subfolder(s) {', '.join(missing)}"
+        )
+    return str(path)
+
+
+def _load(cls, source: str, subfolder: str, cfg: GuidanceConfig, kind: str, hub_id: str, **kw):
+    try:
+        return cls.from_pretrained(source, subfolder=subfolder, local_files_only=not cfg.allow_download, **kw)
+    except (OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise GuidanceModelError(
+            f"cannot load the {kind} {subfolder} from {source!r}: {first}. The weights are not available locally: "
+            f"download them on a machine with internet access (`huggingface-cli download {hub_id} --local-dir DIR`) "
+            "and pass --guidance-model DIR"
+            + ("" if cfg.allow_download else " (or allow downloads with --guidance-allow-download)")
+        ) from None
+
+
+def _model_size(cfg: GuidanceConfig) -> tuple[int, int] | None:
+    if (cfg.model_height is None) != (cfg.model_width is None):
+        raise ValueError("model_height and model_width must be given together")
+    return None if cfg.model_height is None else (cfg.model_height, cfg.model_width)
+
+
+def build_guidance(
+    cfg: GuidanceConfig, prompt: str, oracle_target: torch.Tensor | None = None, device: str | None = None
+) -> VideoSDS:
+    """Builds the guidance of ``cfg.kind`` for ``prompt``.
+
+    Args:
+        cfg: the configuration.
+        prompt: the text prompt (ignored by the oracle).
+        oracle_target: the oracle's target videos, RGB in [0, 1], shape (B, F, 3, H, W) (oracle only).
+        device: overrides ``cfg.device``.
+
+    Raises:
+        GuidanceModelError: real weights missing or unreadable.
+    """
+    dev = _device(device or cfg.device)
+    common = {"guidance_scale": cfg.guidance_scale, "schedule": cfg.schedule, "weighting": cfg.weighting}
+    if cfg.kind == "oracle":
+        if oracle_target is None:
+            raise ValueError("oracle guidance needs oracle_target (the target videos)")
+        scheduler = cogvideox_scheduler()
+        vae = PixelVAE().to(dev)
+        probe = GuidanceCogVideoX(torch.nn.Identity(), vae, scheduler, torch.zeros(1, 1, 1))
+        with torch.no_grad():
+            target = probe.encode(oracle_target.to(dev))
+        oracle = OracleDenoiser(target, "v_prediction", torch.as_tensor(scheduler.alphas_cumprod)).to(dev)
+        common["guidance_scale"] = 1.0  # the oracle ignores text: CFG would be an identity
+        return GuidanceCogVideoX(oracle, vae, scheduler, torch.zeros(1, 1, 1, device=dev), **common)
+    if cfg.kind in ("tiny", "tiny-wan"):
+        comps = (tiny_cogvideox if cfg.kind == "tiny" else tiny_wan)(cfg.tiny_seed)
+        style = "cogvideox" if cfg.kind == "tiny" else "wan"
+        emb = encode_prompts(
+            comps.tokenizer, comps.text_encoder, [prompt, cfg.negative_prompt], comps.text_length, style
+        )
+        pos, neg = emb[:1].to(dev), emb[1:].to(dev)
+        transformer, vae = comps.transformer.to(dev), comps.vae.to(dev)
+        if style == "cogvideox":
+            return GuidanceCogVideoX(
+                transformer, vae, comps.scheduler, pos, neg, model_size=_model_size(cfg),
+                vae_gradient_checkpointing=cfg.vae_gradient_checkpointing, vae_tiling=cfg.vae_tiling, **common,
+            )  # fmt: skip
+        return GuidanceWan(
+            transformer, vae, comps.scheduler, pos, neg, model_size=_model_size(cfg), vae_tiling=cfg.vae_tiling,
+            **common,
+        )  # fmt: skip
+    if cfg.kind not in MODEL_PRESETS:
+        raise ValueError(f"guidance kind: unknown {cfg.kind!r}; expected one of {', '.join(GuidanceKind.__args__)}")
+    return _build_released(cfg, MODEL_PRESETS[cfg.kind], prompt, dev, common)
+
+
+def _build_released(cfg: GuidanceConfig, preset: ModelPreset, prompt: str, dev: torch.device, common: dict):
+    import diffusers
+    import transformers
+
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    source = _resolve(cfg.model or preset.hub_id, preset, cfg.kind)
+    dtype = _dtype(cfg.dtype, preset, dev)
+    load = lambda cls, sub, **kw: _load(cls, source, sub, cfg, cfg.kind, preset.hub_id, **kw)  # noqa: E731
+    if preset.family == "cogvideox":
+        tokenizer = load(transformers.T5Tokenizer, "tokenizer")
+        encoder = load(transformers.T5EncoderModel, "text_encoder", torch_dtype=dtype).to(dev)
+        emb = encode_prompts(tokenizer, encoder, [prompt, cfg.negative_prompt], preset.text_length, "cogvideox")
+        del encoder
+        transformer = load(diffusers.CogVideoXTransformer3DModel, "transformer", torch_dtype=dtype).to(dev)
+        vae = load(diffusers.AutoencoderKLCogVideoX, "vae", torch_dtype=dtype).to(dev)
+        scheduler = load(diffusers.CogVideoXDDIMScheduler, "scheduler")
+        return GuidanceCogVideoX(
+            transformer, vae, scheduler, emb[:1], emb[1:], model_size=_model_size(cfg),
+            vae_gradient_checkpointing=cfg.vae_gradient_checkpointing, vae_tiling=cfg.vae_tiling, **common,
+        )  # fmt: skip
+    tokenizer = load(transformers.AutoTokenizer, "tokenizer")
+    encoder = load(transformers.UMT5EncoderModel, "text_encoder", torch_dtype=dtype).to(dev)
+    emb = encode_prompts(tokenizer, encoder, [prompt, cfg.negative_prompt], preset.text_length, "wan")
+    del encoder
+    transformer = load(diffusers.WanTransformer3DModel, "transformer", torch_dtype=dtype).to(dev)
+    # Wan's VAE is kept in float32 as its pipeline does
+    vae = load(diffusers.AutoencoderKLWan, "vae", torch_dtype=torch.float32).to(dev)
+    scheduler_cls = getattr(diffusers, _scheduler_class(source, cfg), diffusers.FlowMatchEulerDiscreteScheduler)
+    scheduler = load(scheduler_cls, "scheduler")
+    return GuidanceWan(
+        transformer, vae, scheduler, emb[:1], emb[1:], model_size=_model_size(cfg), vae_tiling=cfg.vae_tiling, **common
+    )
+
+
+def _scheduler_class(source: str, cfg: GuidanceConfig) -> str:
+    """The scheduler class named in a local folder's scheduler config (UniPC for Wan 2.1)."""
+    import json
+
+    path = Path(source) / "scheduler" / "scheduler_config.json"
+    if path.is_file():
+        return json.loads(path.read_text()).get("_class_name", "FlowMatchEulerDiscreteScheduler")
+    return "UniPCMultistepScheduler"

@@ -1,0 +1,115 @@
+"""SDS guidance from Wan 2.1 (flow matching), built on diffusers' classes.
+
+Components: ``WanTransformer3DModel`` (latents in [B, C, F, h, w]), ``AutoencoderKLWan`` (latents normalized
+with the config's ``latents_mean`` / ``latents_std``) and the flow shift of the model's scheduler
+(``flow_shift`` of UniPC configs, ``shift`` of FlowMatchEulerDiscreteScheduler). Forward process
+``x_s = (1 - s) z + s eps`` with ``s = shift u / (1 + (shift - 1) u)``; the model timestep is ``1000 s`` and the
+model predicts the velocity ``eps - z``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ._sds import TimestepSchedule, VideoSDS, Weighting, cfg_combine
+
+__all__ = ["GuidanceWan", "flow_shift"]
+
+
+def flow_shift(scheduler) -> float:
+    """The sigma shift of a diffusers flow scheduler config (1.0 when it has none)."""
+    cfg = scheduler.config
+    for key in ("flow_shift", "shift"):
+        value = cfg.get(key) if hasattr(cfg, "get") else getattr(cfg, key, None)
+        if value is not None:
+            return float(value)
+    return 1.0
+
+
+class GuidanceWan(VideoSDS):
+    """Video SDS with Wan 2.1 (text to video).
+
+    Attributes:
+        transformer, vae: the frozen diffusers components.
+        shift: flow sigma shift.
+        prompt_embeds, negative_prompt_embeds: UMT5 embeddings computed once, shape (1, L, D) each.
+        model_size: (height, width) the renders are resized to before encoding, or None to keep them.
+    """
+
+    def __init__(
+        self,
+        transformer: torch.nn.Module,
+        vae: torch.nn.Module,
+        scheduler,
+        prompt_embeds: torch.Tensor,
+        negative_prompt_embeds: torch.Tensor | None = None,
+        guidance_scale: float = 25.0,
+        schedule: TimestepSchedule | None = None,
+        weighting: Weighting = "noise_level",
+        model_size: tuple[int, int] | None = None,
+        vae_tiling: bool = False,
+    ):
+        super().__init__(guidance_scale, schedule or TimestepSchedule(), weighting)
+        self.transformer = transformer.requires_grad_(False).eval()
+        self.vae = vae.requires_grad_(False).eval()
+        self.shift = flow_shift(scheduler)
+        self.prompt_embeds = prompt_embeds
+        if negative_prompt_embeds is None:
+            negative_prompt_embeds = torch.zeros_like(prompt_embeds)
+        self.negative_prompt_embeds = negative_prompt_embeds
+        self.model_size = model_size
+        cfg = vae.config
+        z_dim = int(cfg.z_dim)
+        self.register_buffer(
+            "latents_mean", torch.tensor(cfg.latents_mean, dtype=torch.float32).view(1, z_dim, 1, 1, 1)
+        )
+        self.register_buffer("latents_std", torch.tensor(cfg.latents_std, dtype=torch.float32).view(1, z_dim, 1, 1, 1))
+        # AutoencoderKLWan does not support gradient checkpointing (diffusers raises); tiling keeps gradients
+        if vae_tiling and hasattr(vae, "enable_tiling"):
+            vae.enable_tiling()
+
+    def sigma(self, u: float) -> float:
+        """Shifted flow sigma of time fraction ``u``."""
+        return self.shift * u / (1.0 + (self.shift - 1.0) * u)
+
+    def encode(self, video: torch.Tensor) -> torch.Tensor:
+        """Rendered video (B, F, 3, H, W) in [0, 1] -> normalized latents (B, C, F', h, w), in the graph."""
+        b, f = video.shape[:2]
+        if self.model_size is not None and tuple(video.shape[-2:]) != tuple(self.model_size):
+            frames = F.interpolate(video.flatten(0, 1), size=self.model_size, mode="bilinear", align_corners=False)
+            video = frames.unflatten(0, (b, f))
+        x = (2.0 * video - 1.0).permute(0, 2, 1, 3, 4)
+        vae_dtype = next(self.vae.parameters()).dtype
+        z = self.vae.encode(x.to(vae_dtype)).latent_dist.mode()
+        mean, std = self.latents_mean.to(z), self.latents_std.to(z)
+        return (z - mean) / std
+
+    def noisy(self, latents: torch.Tensor, noise: torch.Tensor, u: float) -> tuple[torch.Tensor, float, float]:
+        s = self.sigma(u)
+        x = (1.0 - s) * latents + s * noise
+        weight = 1.0 if self.weighting == "uniform" else s
+        return x, 1000.0 * s, weight
+
+    def predict(self, x_t: torch.Tensor, timestep: float) -> torch.Tensor:
+        b = x_t.shape[0]
+        dtype = self.prompt_embeds.dtype
+        pos = self.prompt_embeds.expand(b, -1, -1)
+        if self.guidance_scale != 1.0:
+            inp = torch.cat([x_t, x_t])
+            emb = torch.cat([self.negative_prompt_embeds.expand(b, -1, -1), pos])
+        else:
+            inp, emb = x_t, pos
+        t = torch.full((inp.shape[0],), timestep, device=x_t.device, dtype=torch.float32)
+        out = self.transformer(hidden_states=inp.to(dtype), timestep=t, encoder_hidden_states=emb, return_dict=False)[
+            0
+        ].float()
+        if self.guidance_scale != 1.0:
+            uncond, cond = out.chunk(2)
+            return cfg_combine(uncond, cond, self.guidance_scale)
+        return out
+
+    def sds_grad(
+        self, latents: torch.Tensor, noise: torch.Tensor, x_t: torch.Tensor, pred: torch.Tensor, timestep: float
+    ) -> torch.Tensor:
+        return pred - (noise.float() - latents.float())

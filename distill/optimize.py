@@ -1,0 +1,388 @@
+"""The distillation loop: render the trajectory, score it with video SDS, regularize, step Adam.
+
+Every step (``p`` = progress in [0, 1])::
+
+    pose  = trajectory()                                  # body-root translation + 6D rotations per frame
+    world = FK(pose); points, normals = LBS(world)        # Warp, through sim.torch_ops.TorchRig
+    video = render(points, normals, follow cameras)       # Warp soft rasterizer, B views
+    L = w_sds SDS(video, p) + w_smooth smoothness + w_ground ground + w_self self-collision (+ w_prior prior)
+
+Outputs in the run folder: ``config.json`` (the resolved config), ``checkpoint.pt`` (every N steps and at the
+end; ``resume=True`` continues from it), ``loss_log.csv`` (every loss term per step), ``previews/*.gif``,
+``motion.usda`` (UsdSkel: the rig with the distilled clip) and, for oracle runs, ``oracle_metrics.json``.
+
+Determinism: each step draws its timestep and noise from a generator seeded by ``(seed, step)``, the Warp CPU
+kernels accumulate in a fixed order, and the checkpoint holds the trajectory, the Adam state and the log, so a
+resumed run retraces the unbroken one.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+from sim import Motion, Rig
+from sim.torch_ops import TorchRig
+
+from .guidance import GuidanceConfig, VideoSDS, build_guidance, step_generator
+from .losses import PosePrior, SelfCollisionSpheres, ground_penalty_local, smoothness
+from .renderer import RenderConfig, VideoRenderer
+from .trajectory import Trajectory
+
+__all__ = ["DistillConfig", "DistillResult", "Distiller", "LossWeights", "OptimConfig", "config_to_dict"]
+
+LOSS_TERMS = ("sds", "smoothness", "ground", "self_collision", "pose_prior")
+
+
+@dataclass(frozen=True)
+class LossWeights:
+    """Weights of the loss terms (see :mod:`distill.losses`)."""
+
+    sds: float = 1.0
+    """Score distillation."""
+    smoothness: float = 100.0
+    """Squared second differences of world joint positions [body lengths]."""
+    ground: float = 100.0
+    """Squared depth of skinned points below the ground [body lengths]."""
+    self_collision: float = 10.0
+    """Squared overlap of bone spheres of distant body parts [body lengths]."""
+    pose_prior: float = 1.0
+    """The pose-prior hook's value (ignored when no hook is given)."""
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """Adam and the schedules of the run."""
+
+    steps: int = 400
+    """Optimization steps."""
+    lr_rotation: float = 0.02
+    """Adam step size of the 6D rotation parameters [unitless]."""
+    lr_translation: float = 0.005
+    """Adam step size of the body-root translation [body lengths]."""
+    lr_final_fraction: float = 0.1
+    """Cosine decay of both step sizes down to this fraction at the last step."""
+    key_count: int | None = None
+    """Spline keys of the trajectory (None: every frame is a key)."""
+    sigma_start: float | None = None
+    """Coarse-to-fine: raster softness [px^2] at step 0, decaying geometrically to render.raster.sigma
+    (None: constant)."""
+    coarse_fraction: float = 0.5
+    """Fraction of the steps over which the softness decays."""
+    seed: int = 0
+    """Seed of the per-step random streams (timesteps, noise)."""
+    checkpoint_every: int = 50
+    """Steps between checkpoints (the last step always writes one)."""
+    preview_every: int = 100
+    """Steps between preview renders (0: only the final one)."""
+    preview_format: Literal["gif", "mp4"] = "gif"
+    """Preview file format (mp4 needs imageio-ffmpeg)."""
+    oracle_eval_every: int = 25
+    """Oracle runs: steps between evaluations of the error against the target motion."""
+
+
+@dataclass(frozen=True)
+class DistillConfig:
+    """A distillation run."""
+
+    prompt: str = "a fox walking"
+    """Text prompt."""
+    frames: int = 13
+    """Frames of the trajectory (CogVideoX and Wan need 4k + 1)."""
+    fps: float = 12.0
+    """Frame rate of the trajectory and the rendered videos [1/s]."""
+    render: RenderConfig = field(default_factory=RenderConfig)
+    """Renderer settings."""
+    guidance: GuidanceConfig = field(default_factory=GuidanceConfig)
+    """Video model and SDS settings."""
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    """Optimizer and schedules."""
+    weights: LossWeights = field(default_factory=LossWeights)
+    """Loss weights."""
+
+
+def config_to_dict(cfg) -> dict:
+    """A JSON-ready dict of a (nested) config dataclass."""
+    return json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
+
+
+@dataclass
+class DistillResult:
+    """What a run produced.
+
+    Attributes:
+        motion: the distilled motion.
+        log: one dict per step (step, every loss term, total, timestep, lr, sigma, seconds).
+        output_dir: the run folder.
+        steps_run: steps executed by this call (0 when a finished checkpoint was resumed).
+        oracle_metrics: errors against the oracle's target motion (oracle runs).
+    """
+
+    motion: Motion
+    log: list[dict]
+    output_dir: Path
+    steps_run: int
+    oracle_metrics: dict | None = None
+
+
+class Distiller:
+    """One distillation run of a rig (see the module docstring).
+
+    Attributes:
+        trajectory: the optimized trajectory.
+        renderer: the video renderer.
+        guidance: the SDS guidance.
+    """
+
+    def __init__(
+        self,
+        rig: Rig,
+        config: DistillConfig,
+        output_dir: str | Path,
+        init: Motion | None = None,
+        oracle_motion: Motion | None = None,
+        pose_prior: PosePrior | None = None,
+        guidance: VideoSDS | None = None,
+        device: str | torch.device = "cpu",
+    ):
+        """Prepares a run.
+
+        Args:
+            rig: the character (with a skinned mesh).
+            config: the run's configuration.
+            output_dir: the run folder (created).
+            init: initial motion (default: the rest pose held for ``config.frames`` frames at ``config.fps``).
+            oracle_motion: the oracle's target motion (``config.guidance.kind == "oracle"``), same frame count.
+            pose_prior: optional pose-prior callable (see :data:`distill.losses.PosePrior`).
+            guidance: a prebuilt guidance (overrides ``config.guidance``).
+            device: torch device of the trajectory and renderer.
+        """
+        self.rig, self.config = rig, config
+        self.output_dir = Path(output_dir)
+        self.device = torch.device(device)
+        self.trig = TorchRig(rig, device=self.device)
+        init = init if init is not None else Motion.rest(rig, config.frames, config.fps)
+        if init.frame_count != config.frames:
+            raise ValueError(f"init: {init.frame_count} frames, config.frames is {config.frames}")
+        self.trajectory = Trajectory(rig, init, config.optim.key_count).to(self.device)
+        self.renderer = VideoRenderer(rig, config.render, device=self.device)
+        self.body_length = self.renderer.body_length
+        self.self_collision = SelfCollisionSpheres(rig)
+        self.pose_prior = pose_prior
+        self.oracle_motion = oracle_motion
+        if guidance is None:
+            target = None
+            if config.guidance.kind == "oracle":
+                if oracle_motion is None:
+                    raise ValueError("oracle guidance needs oracle_motion (the motion whose renders are the target)")
+                target = self.render_motion(oracle_motion).detach()
+            guidance = build_guidance(config.guidance, config.prompt, oracle_target=target, device=str(self.device))
+        self.guidance = guidance
+        o = config.optim
+        self.optimizer = torch.optim.Adam(
+            [
+                {"params": [self.trajectory.rotations_6d], "lr": o.lr_rotation},
+                {"params": [self.trajectory.translation], "lr": o.lr_translation * self.body_length},
+            ]
+        )
+        self._base_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    # -- rendering ------------------------------------------------------------------------------------
+    def render_motion(self, motion: Motion) -> torch.Tensor:
+        """Renders a motion of this rig with the run's renderer, shape (B, F, 3, H, W)."""
+        traj = Trajectory(self.rig, motion).to(self.device)
+        with torch.no_grad():
+            pose = traj()
+            world = traj.world(self.trig, pose)
+            points, normals = self.trig.skin(world)
+            return self.renderer.render(points, normals, world[:, traj.body_root, :3], traj.times).video
+
+    # -- schedules -----------------------------------------------------------------------------------
+    def _progress(self, step: int) -> float:
+        return step / max(self.config.optim.steps - 1, 1)
+
+    def _set_schedules(self, step: int) -> tuple[float, float]:
+        o, p = self.config.optim, self._progress(step)
+        scale = o.lr_final_fraction + (1.0 - o.lr_final_fraction) * 0.5 * (1.0 + math.cos(math.pi * p))
+        for group, base in zip(self.optimizer.param_groups, self._base_lr):
+            group["lr"] = base * scale
+        sigma = self.config.render.raster.sigma
+        if o.sigma_start is not None:
+            c = min(p / max(o.coarse_fraction, 1e-9), 1.0)
+            sigma = o.sigma_start * (sigma / o.sigma_start) ** c
+        if sigma != self.renderer.config.raster.sigma:
+            raster = dataclasses.replace(self.renderer.config.raster, sigma=sigma)
+            self.renderer.config = dataclasses.replace(self.renderer.config, raster=raster)
+            if self.oracle_motion is not None and self.config.guidance.kind == "oracle":
+                self._retarget_oracle()
+        return scale, sigma
+
+    def _retarget_oracle(self) -> None:
+        """Re-renders the oracle's target at the current softness (the teacher sees renders like the student's)."""
+        target = self.render_motion(self.oracle_motion)
+        with torch.no_grad():
+            self.guidance.transformer.target.copy_(self.guidance.encode(target))
+
+    # -- the loop ------------------------------------------------------------------------------------
+    def loss_terms(self, step: int) -> tuple[dict[str, torch.Tensor], torch.Tensor, float]:
+        """Every loss term of the current trajectory at ``step``, the rendered video and the SDS timestep."""
+        pose = self.trajectory()
+        world = self.trajectory.world(self.trig, pose)
+        points, normals = self.trig.skin(world)
+        root_path = world[:, self.trajectory.body_root, :3]
+        video = self.renderer.render(points, normals, root_path, self.trajectory.times).video
+        sds = self.guidance(video, self._progress(step), step_generator(self.config.optim.seed, step))
+        terms = {
+            "sds": sds.loss,
+            "smoothness": smoothness(world, self.body_length),
+            "ground": ground_penalty_local(points, self.renderer.ground_z, self.body_length),
+            "self_collision": self.self_collision(world),
+        }
+        if self.pose_prior is not None:
+            terms["pose_prior"] = self.pose_prior(pose.rotations, world)
+        return terms, video, sds.timestep
+
+    def run(
+        self, resume: bool = False, stop_after: int | None = None, progress: bool = True,
+        callback: Callable[[int, dict], None] | None = None,
+    ) -> DistillResult:  # fmt: skip
+        """Runs (or resumes) the optimization.
+
+        Args:
+            resume: continue from ``checkpoint.pt`` in the run folder when it exists.
+            stop_after: stop (as if interrupted, after the step's checkpoint logic) once this many steps are done.
+            progress: show a tqdm progress bar with every loss term.
+            callback: called with ``(step, log row)`` after every step.
+        """
+        from tqdm import tqdm
+
+        cfg, o = self.config, self.config.optim
+        out = self.output_dir
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(json.dumps(config_to_dict(cfg), indent=2))
+        start, log = 0, []
+        if resume and (out / "checkpoint.pt").is_file():
+            start, log = self._load_checkpoint(out / "checkpoint.pt")
+        weights = dataclasses.asdict(cfg.weights)
+        bar = tqdm(range(start, o.steps), initial=start, total=o.steps, disable=not progress, desc="distill")
+        video, ran = None, 0
+        for step in bar:
+            t0 = time.perf_counter()
+            lr_scale, sigma = self._set_schedules(step)
+            terms, video, timestep = self.loss_terms(step)
+            total = sum(weights[k] * v for k, v in terms.items())
+            self.optimizer.zero_grad(set_to_none=True)
+            total.backward()
+            self.optimizer.step()
+            row = {"step": step, "total": float(total)}
+            row.update({k: float(terms[k]) if k in terms else 0.0 for k in LOSS_TERMS})
+            row.update(timestep=timestep, lr_scale=lr_scale, sigma=sigma, seconds=time.perf_counter() - t0)
+            if self.oracle_motion is not None and (step % o.oracle_eval_every == 0 or step == o.steps - 1):
+                err = self.oracle_error()
+                row.update(oracle_angle_deg=err.mean_joint_angle_deg, oracle_root_error=err.root_path_error)
+            log.append(row)
+            ran += 1
+            bar.set_postfix({k: f"{row[k]:.3g}" for k in ("total", *LOSS_TERMS) if k in terms or k == "total"})
+            if callback is not None:
+                callback(step, row)
+            done = step + 1
+            if done % o.checkpoint_every == 0 or done == o.steps:
+                self._save_checkpoint(out / "checkpoint.pt", done, log)
+            if o.preview_every and step % o.preview_every == 0:
+                self._preview(video, f"step_{step:05d}")
+            if stop_after is not None and done >= stop_after and done < o.steps:
+                self._save_checkpoint(out / "checkpoint.pt", done, log)
+                bar.close()
+                return DistillResult(self.trajectory.to_motion(), log, out, ran)
+        bar.close()
+        return self._finish(log, ran, video)
+
+    def oracle_error(self):
+        from .metrics import motion_error
+
+        return motion_error(self.rig, self.trajectory.to_motion(), self.oracle_motion)
+
+    # -- outputs --------------------------------------------------------------------------------------
+    def _preview(self, video: torch.Tensor, name: str) -> None:
+        from .preview import write_preview
+
+        write_preview(
+            self.output_dir / "previews" / f"{name}.{self.config.optim.preview_format}", video, self.config.fps
+        )
+
+    def _finish(self, log: list[dict], ran: int, video: torch.Tensor | None) -> DistillResult:
+        from usd_io import write_usdskel
+
+        out = self.output_dir
+        motion = self.trajectory.to_motion()
+        write_usdskel(out / "motion.usda", self.rig, [motion])
+        self._write_log(out / "loss_log.csv", log)
+        if video is None:
+            video = self.render_motion(motion)
+        self._preview(video.detach(), "final")
+        metrics = None
+        if self.oracle_motion is not None:
+            err = self.oracle_error()
+            metrics = {
+                "mean_joint_angle_deg": err.mean_joint_angle_deg,
+                "root_path_error": err.root_path_error,
+                "root_path_error_m": err.root_path_error_m,
+                "body_length_m": err.body_length,
+                "per_joint_deg": {n: float(d) for n, d in zip(self.rig.joint_names, err.per_joint_deg)},
+                "steps": len(log),
+                "seconds": float(sum(r["seconds"] for r in log)),
+            }
+            (out / "oracle_metrics.json").write_text(json.dumps(metrics, indent=2))
+        return DistillResult(motion, log, out, ran, metrics)
+
+    @staticmethod
+    def _write_log(path: Path, log: list[dict]) -> None:
+        from usd_io import atomic_output
+
+        keys = list(dict.fromkeys(k for row in log for k in row))
+        with atomic_output(path) as tmp, open(tmp, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=keys)
+            writer.writeheader()
+            writer.writerows(log)
+
+    def _save_checkpoint(self, path: Path, step: int, log: list[dict]) -> None:
+        from usd_io import atomic_output
+
+        state = {
+            "step": step,
+            "trajectory": self.trajectory.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "log": log,
+            "config": config_to_dict(self.config),
+        }
+        with atomic_output(path) as tmp:
+            torch.save(state, tmp)
+        self._write_log(self.output_dir / "loss_log.csv", log)
+
+    def _load_checkpoint(self, path: Path) -> tuple[int, list[dict]]:
+        state = torch.load(path, map_location=self.device, weights_only=False)
+        saved, now = state["config"], config_to_dict(self.config)
+        if saved != now:
+            diff = sorted(_diff_keys(saved, now))
+            raise ValueError(f"{path}: checkpoint was written with a different config (differs in: {', '.join(diff)})")
+        self.trajectory.load_state_dict(state["trajectory"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        return int(state["step"]), list(state["log"])
+
+
+def _diff_keys(a, b, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in set(a) | set(b):
+            out += _diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")
+        return out
+    return [] if a == b else [prefix.rstrip(".")]
