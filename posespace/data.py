@@ -251,14 +251,16 @@ class AugmentConfig:
 
 @dataclass
 class PoseBatch:
-    """A padded batch of poses of several skeletons (torch tensors).
+    """A padded batch of poses of several skeletons (torch tensors), one token per *active* joint.
+
+    Token ``i`` of a pose is joint ``pose_rig.active_index[i]`` of its rig; ``T`` is the largest active-joint
+    count in the batch.
 
     Attributes:
-        x: canonical 6D poses minus identity, divided by the data scale; padding and inactive joints 0,
-            shape (B, J, 6).
-        features: joint features, shape (B, J, F).
-        distances: skeletal graph distances (0 on padding), shape (B, J, J), long.
-        mask: joints the model poses (active, not padding), shape (B, J), bool.
+        x: canonical 6D poses minus identity, divided by the data scale; padding 0, shape (B, T, 6).
+        features: joint features, shape (B, T, F).
+        distances: skeletal graph distances (0 on padding), shape (B, T, T), long.
+        mask: real tokens (not padding), shape (B, T), bool.
         rig_index: index of each pose's skeleton in the source list, shape (B,), long.
     """
 
@@ -284,24 +286,25 @@ def collate_poses(
     Args:
         pose_rigs: the skeletons.
         rig_index: skeleton of each pose, shape (B,).
-        poses: 6D poses, each (J_i, 6).
+        poses: 6D poses, each (J_i, 6); only the active joints become tokens.
         scale: data scale (the model sees ``(pose - identity) / scale``).
         features: per-pose features (J_i, F) overriding the rig's (augmentation).
     """
     B = len(poses)
-    J = max(pose_rigs[i].joint_count for i in rig_index)
+    T = max(len(pose_rigs[i].active_index) for i in rig_index)
     F = pose_rigs[rig_index[0]].features.shape[1]
-    x = np.zeros((B, J, 6), dtype=np.float32)
-    feat = np.zeros((B, J, F), dtype=np.float32)
-    dist = np.zeros((B, J, J), dtype=np.int64)
-    mask = np.zeros((B, J), dtype=bool)
+    x = np.zeros((B, T, 6), dtype=np.float32)
+    feat = np.zeros((B, T, F), dtype=np.float32)
+    dist = np.zeros((B, T, T), dtype=np.int64)
+    mask = np.zeros((B, T), dtype=bool)
     for b, (i, pose) in enumerate(zip(rig_index, poses)):
         pr = pose_rigs[i]
-        n = pr.joint_count
-        x[b, :n] = np.where(pr.active[:, None], (pose - IDENTITY_6D) / scale, 0.0)
-        feat[b, :n] = pr.features if features is None else features[b]
-        dist[b, :n, :n] = pr.distances
-        mask[b, :n] = pr.active
+        a = pr.active_index
+        n = len(a)
+        x[b, :n] = (pose[a] - IDENTITY_6D) / scale
+        feat[b, :n] = (pr.features if features is None else features[b])[a]
+        dist[b, :n, :n] = pr.distances[np.ix_(a, a)]
+        mask[b, :n] = True
     t = torch.from_numpy
     return PoseBatch(t(x), t(feat), t(dist), t(mask), torch.as_tensor(np.asarray(rig_index), dtype=torch.long))
 

@@ -55,6 +55,7 @@ class PoseRig:
         frames_world: canonical frames, world rest [quat xyzw], shape (J, 4).
         frames_local: canonical frames in each joint's rest frame [quat xyzw], shape (J, 4).
         active: joints the model poses, shape (J,), bool.
+        active_index: their indices (the model's tokens), shape (A,).
         distances: skeletal graph distance (hops), shape (J, J).
         features: per-joint conditioning features, shape (J, FEATURE_COUNT), float32.
         body: parts, collision spheres and blend pairs of the skinned body.
@@ -71,6 +72,7 @@ class PoseRig:
         fw = quat_to_matrix(self.frames_world)
         self._mirror_p = np.einsum("jba,bc,jcd->jad", fw[self.frame.mirror], self.frame.reflection, fw)
         self.active = joint_active_mask(rig)
+        self.active_index = np.flatnonzero(self.active)
         self.distances = graph_distances(rig.parents)
         self.body = BodyModel(rig, body_config)
         self.features = self.joint_features()

@@ -32,7 +32,7 @@ from .model import ModelConfig, PoseDenoiser
 from .pose_rig import IDENTITY_6D, PoseRig
 from .validators import PoseValidators, RigCalibration, ValidatorConfig
 
-__all__ = ["CHECKPOINT_FORMAT", "PoseSpace", "SamplingConfig"]
+__all__ = ["CHECKPOINT_FORMAT", "PoseSpace", "SamplingConfig", "tokens_to_poses"]
 
 CHECKPOINT_FORMAT = "kinedistill-posespace-1"
 
@@ -81,7 +81,8 @@ class _RigContext:
         self.validators = PoseValidators(self.pose_rig, self.calibration, space.validator_config)
         b = collate_poses([self.pose_rig], np.zeros(1, dtype=np.int64), [self.pose_rig.rest_pose(1)[0]], space.scale)
         self.cond1 = Conditioning(b.features, b.distances, b.mask)
-        self.mask = b.mask[0]
+        self.mask = b.mask[0]  # all True: one token per active joint
+        self.active_index = torch.as_tensor(self.pose_rig.active_index, dtype=torch.long)
 
     def cond(self, n: int) -> Conditioning:
         c = self.cond1
@@ -184,15 +185,14 @@ class PoseSpace:
 
     # -- unit conversions -----------------------------------------------------------------------------------
     def to_model(self, ctx: _RigContext, poses: np.ndarray | torch.Tensor) -> torch.Tensor:
-        """6D poses (N, J, 6) -> model units, padding/inactive joints 0."""
+        """6D poses (N, J, 6) -> model tokens (N, A, 6): the active joints, in model units."""
         x = torch.as_tensor(np.asarray(poses) if not torch.is_tensor(poses) else poses, dtype=torch.float32)
         ident = torch.as_tensor(IDENTITY_6D, dtype=torch.float32)
-        return (x - ident) / self.scale * ctx.mask[None, :, None]
+        return (x[:, ctx.active_index] - ident) / self.scale
 
     def to_pose(self, ctx: _RigContext, x: torch.Tensor) -> torch.Tensor:
-        """Model units -> 6D poses (N, J, 6) (differentiable)."""
-        ident = torch.as_tensor(IDENTITY_6D, dtype=x.dtype)
-        return ident + self.scale * x * ctx.mask[None, :, None]
+        """Model tokens (N, A, 6) -> 6D poses (N, J, 6), inactive joints at rest (differentiable)."""
+        return tokens_to_poses(x, ctx.active_index, ctx.pose_rig.joint_count, self.scale)
 
     # -- guidance -------------------------------------------------------------------------------------------
     def _polyak(self, ctx: _RigContext, x: torch.Tensor, loss_fn, iters: int, damping: float) -> torch.Tensor:
@@ -391,6 +391,13 @@ class PoseSpace:
         out.__dict__.update(self.__dict__)
         out.sampling = replace(self.sampling, **changes)
         return out
+
+
+def tokens_to_poses(x: torch.Tensor, active_index: torch.Tensor, joint_count: int, scale: float) -> torch.Tensor:
+    """Model tokens (N, A, 6) -> 6D poses (N, J, 6): identity plus ``scale * x`` at the active joints."""
+    full = x.new_zeros((x.shape[0], joint_count, 6))
+    full[:, active_index] = scale * x
+    return torch.as_tensor(IDENTITY_6D, dtype=x.dtype, device=x.device) + full
 
 
 def _orthonormal(poses: np.ndarray) -> np.ndarray:

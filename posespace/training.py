@@ -16,13 +16,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from .data import AugmentConfig, PoseBatchSampler, PoseSet, data_scale
 from .diffusion import Conditioning, DiffusionConfig, GaussianDiffusion
 from .model import ModelConfig, PoseDenoiser
-from .space import PoseSpace
+from .space import PoseSpace, tokens_to_poses
 from .validators import PoseValidators, ValidatorConfig, calibrate
 
 __all__ = ["DEFAULT_HELDOUT", "DEFAULT_TRAIN_DATA", "TrainConfig", "train"]
@@ -164,6 +163,7 @@ def train(cfg: TrainConfig, pose_set: PoseSet | None = None) -> PoseSpace:
     sampler = PoseBatchSampler(train_set, cfg.batch_size, scale, cfg.augment, cfg.rig_weights, cfg.seed + start,
                                acc.process_index)  # fmt: skip
     pose_rigs = sampler.pose_rigs
+    active_index = [torch.as_tensor(pr.active_index, dtype=torch.long, device=acc.device) for pr in pose_rigs]
 
     def make_space() -> PoseSpace:
         return PoseSpace(_copy(ema), scale, calibrations, cfg.validators, diffusion=cfg.diffusion)
@@ -196,9 +196,8 @@ def train(cfg: TrainConfig, pose_set: PoseSet | None = None) -> PoseSpace:
                 if len(rows) == 0:
                     continue
                 rows = rows[torch.argsort(t[rows])[: cfg.validator_poses]]
-                J = pr.joint_count
-                ident = torch.as_tensor(IDENTITY, dtype=x0_hat.dtype, device=x0_hat.device)
-                pose = ident + scale * x0_hat[rows, :J] * batch.mask[rows, :J, None]
+                a = active_index[i]
+                pose = tokens_to_poses(x0_hat[rows, : len(a)], a, pr.joint_count, scale)
                 terms.append((w[rows] * val.loss(pose)).sum())
             vloss = torch.stack(terms).sum() / len(t)
             loss = loss + cfg.validator_weight * vloss
@@ -234,9 +233,6 @@ def train(cfg: TrainConfig, pose_set: PoseSet | None = None) -> PoseSpace:
         with atomic_output(out / "train_log.json") as tmp:
             tmp.write_text(json.dumps(summary, indent=2))
     return space
-
-
-IDENTITY = np.array([1.0, 0.0, 0.0, 0.0, 1.0, 0.0])
 
 
 def _copy(model: PoseDenoiser) -> PoseDenoiser:
