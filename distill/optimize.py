@@ -283,8 +283,8 @@ class Distiller:
             self.optimizer.zero_grad(set_to_none=True)
             total.backward()
             self.optimizer.step()
-            row = {"step": step, "total": float(total)}
-            row.update({k: float(terms[k]) if k in terms else 0.0 for k in LOSS_TERMS})
+            row = {"step": step, "total": total.item()}
+            row.update({k: terms[k].item() if k in terms else 0.0 for k in LOSS_TERMS})
             row.update(timestep=timestep, lr_scale=lr_scale, sigma=sigma, seconds=time.perf_counter() - t0)
             if self.oracle_motion is not None and (step % o.oracle_eval_every == 0 or step == o.steps - 1):
                 err = self.oracle_error()

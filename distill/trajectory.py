@@ -42,7 +42,8 @@ def body_root_joint(rig: Rig) -> int:
 
 
 def catmull_rom_basis(frame_count: int, key_count: int) -> np.ndarray:
-    """Interpolation matrix (frame_count, key_count) of a uniform Catmull-Rom spline (ends clamped)."""
+    """Interpolation matrix (frame_count, key_count) of a uniform Catmull-Rom spline through ``key_count`` keys spread
+    evenly over the frames (the missing neighbours of the end keys are extrapolated linearly)."""
     if key_count >= frame_count:
         return np.eye(frame_count)
     if key_count < 2:
@@ -59,7 +60,14 @@ def catmull_rom_basis(frame_count: int, key_count: int) -> np.ndarray:
             0.5 * (t**3 - t**2),
         )
         for k, wk in zip(range(i - 1, i + 3), w):
-            basis[f, min(max(k, 0), key_count - 1)] += wk
+            if k < 0:  # phantom key 2 P0 - P1 (linear extrapolation keeps straight lines straight)
+                basis[f, 0] += 2 * wk
+                basis[f, 1] -= wk
+            elif k >= key_count:
+                basis[f, key_count - 1] += 2 * wk
+                basis[f, key_count - 2] -= wk
+            else:
+                basis[f, k] += wk
     return basis
 
 

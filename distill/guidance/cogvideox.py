@@ -72,6 +72,13 @@ class GuidanceCogVideoX(VideoSDS):
         vae_dtype = next(self.vae.parameters(), torch.empty(0)).dtype
         dist = self.vae.encode(x.to(vae_dtype)).latent_dist
         z = dist.mode() * self.scaling_factor
+        p = getattr(getattr(self.transformer, "config", None), "patch_size", None)
+        if isinstance(p, int) and (z.shape[-1] % p or z.shape[-2] % p):
+            raise ValueError(
+                f"video: {tuple(video.shape[-2:])} px gives {tuple(z.shape[-2:])} latents, not divisible by the "
+                f"transformer patch size {p}; render (or set model_height/width) in multiples of "
+                f"{p * video.shape[-1] // z.shape[-1]} px"
+            )
         return z.permute(0, 2, 1, 3, 4)
 
     def noisy(self, latents: torch.Tensor, noise: torch.Tensor, u: float) -> tuple[torch.Tensor, float, float]:

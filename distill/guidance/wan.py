@@ -82,6 +82,13 @@ class GuidanceWan(VideoSDS):
         x = (2.0 * video - 1.0).permute(0, 2, 1, 3, 4)
         vae_dtype = next(self.vae.parameters()).dtype
         z = self.vae.encode(x.to(vae_dtype)).latent_dist.mode()
+        patch = getattr(getattr(self.transformer, "config", None), "patch_size", None)
+        if patch is not None and (z.shape[-2] % patch[1] or z.shape[-1] % patch[2]):
+            raise ValueError(
+                f"video: {tuple(video.shape[-2:])} px gives {tuple(z.shape[-2:])} latents, not divisible by the "
+                f"transformer patch size {tuple(patch[1:])}; render (or set model_height/width) in multiples of "
+                f"{patch[2] * video.shape[-1] // z.shape[-1]} px"
+            )
         mean, std = self.latents_mean.to(z), self.latents_std.to(z)
         return (z - mean) / std
 

@@ -1,0 +1,128 @@
+"""examples/distill.py in subprocesses: tiny and oracle runs on the Fox write every output; a run killed with
+SIGKILL resumes from its checkpoint and ends where an unbroken run ends; bad input exits with status 2."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "examples" / "distill.py"
+RESUME_TOL = 1e-6  # resumed vs unbroken trajectory parameters (same float operations in the same order)
+SMALL = ["--frames", "5", "--width", "32", "--height", "32", "--azimuths", "30", "--quiet"]
+
+
+def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, cwd=REPO
+    )
+
+
+def _fox(assets_dir: Path) -> str:
+    return str(assets_dir / "gltf" / "Fox.glb")
+
+
+def _check_outputs(out: Path) -> list[dict]:
+    for name in ("config.json", "checkpoint.pt", "loss_log.csv", "motion.usda"):
+        assert (out / name).is_file(), name
+    assert (out / "previews" / "final.gif").is_file()
+    rows = list(csv.DictReader(open(out / "loss_log.csv")))
+    assert rows and all(math.isfinite(float(r[k])) for r in rows for k in ("total", "sds", "smoothness"))
+    from pxr import Usd, UsdSkel
+
+    stage = Usd.Stage.Open(str(out / "motion.usda"))
+    anims = [p for p in stage.Traverse() if p.IsA(UsdSkel.Animation)]
+    assert len(anims) == 1
+    rotations = np.array(UsdSkel.Animation(anims[0]).GetRotationsAttr().Get(stage.GetEndTimeCode()))
+    assert np.isfinite(rotations).all()
+    return rows
+
+
+def test_tiny_guidance_smoke_run(tmp_path, assets_dir):
+    out = tmp_path / "tiny"
+    proc = _run("--asset", _fox(assets_dir), "--guidance", "tiny", "--steps", "2", "--output", str(out), *SMALL)
+    assert proc.returncode == 0, proc.stderr
+    assert len(_check_outputs(out)) == 2
+    assert json.loads((out / "config.json").read_text())["guidance"]["kind"] == "tiny"
+
+
+def test_oracle_run_reports_its_error(tmp_path, assets_dir):
+    out = tmp_path / "oracle"
+    args = ["--asset", _fox(assets_dir), "--guidance", "oracle", "--oracle-clip", "Walk", "--steps", "3"]
+    proc = _run(*args, "--output", str(out), *SMALL)
+    assert proc.returncode == 0, proc.stderr
+    _check_outputs(out)
+    metrics = json.loads((out / "oracle_metrics.json").read_text())
+    assert metrics["steps"] == 3 and "b_Hip_01" in metrics["per_joint_deg"]
+    assert "oracle: mean joint-angle error" in proc.stdout
+
+
+def test_killed_run_resumes_to_the_unbroken_result(tmp_path, assets_dir):
+    steps = 8
+    args = ["--asset", _fox(assets_dir), "--guidance", "oracle", "--oracle-clip", "Walk", "--steps", str(steps)]
+    args += ["--checkpoint-every", "2", "--preview-every", "0", *SMALL]
+    unbroken = tmp_path / "unbroken"
+    assert _run(*args, "--output", str(unbroken)).returncode == 0
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), *args, "--output", str(killed)], cwd=REPO)
+    ckpt = killed / "checkpoint.pt"
+    deadline = time.time() + 300
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            if ckpt.is_file() and torch.load(ckpt, weights_only=False)["step"] >= 2:
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, "the run finished before it could be killed"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    killed_at = torch.load(ckpt, weights_only=False)["step"]
+    assert 2 <= killed_at < steps
+    resumed = _run(*args, "--output", str(killed), "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"({steps - killed_at} steps in this call)" in resumed.stdout
+    a = torch.load(unbroken / "checkpoint.pt", weights_only=False)
+    b = torch.load(ckpt, weights_only=False)
+    assert a["step"] == b["step"] == steps
+    for key in ("rotations_6d", "translation"):
+        np.testing.assert_allclose(b["trajectory"][key], a["trajectory"][key], atol=RESUME_TOL, err_msg=key)
+    assert [r["step"] for r in b["log"]] == list(range(steps))
+
+
+def _example_module():
+    """examples/distill.py imported in-process (its name would shadow the package on sys.path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("distill_example", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up here
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("asset", "extra", "message"),
+    [
+        ("missing.glb", {"guidance": "tiny"}, "no such file"),
+        ("fox", {"guidance": "oracle"}, "--oracle-clip"),
+        ("fox", {"guidance": "oracle", "oracle_clip": "Dance"}, "no clip 'Dance'"),
+    ],
+)
+def test_bad_input_exits_with_status_2(tmp_path, assets_dir, capsys, asset, extra, message):
+    example = _example_module()
+    asset = _fox(assets_dir) if asset == "fox" else str(tmp_path / asset)
+    cli = example.DistillCLI(asset=asset, output=tmp_path / "bad", steps=1, quiet=True, **extra)
+    assert example.main(cli) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "bad" / "motion.usda").exists()
