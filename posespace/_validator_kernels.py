@@ -21,13 +21,13 @@ def joint_limit_kernel(
     swing_out: wp.array3d(dtype=Any),
     twist_out: wp.array2d(dtype=Any),
 ):
-    """Swing beyond each limit half-plane and twist beyond its range [rad]. Launch dim (N, J).
+    """Signed swing beyond each limit half-plane and signed twist beyond its range [rad]. Launch dim (N, J).
 
     ``d[n, j]`` is a canonical pose quaternion (bone along local x). It splits as ``swing * twist`` (twist about
     x); the swing's rotation vector ``s = (s_y, s_z)`` must lie in the convex polygon
     ``{s : n_k . s <= swing_support[j, k]}`` (``n_k = plane_normals[k]``, 2D unit vectors). Outputs
-    ``weight * (n_k . s - support)`` per plane (positive outside) and ``weight * (excess of twist over
-    [twist_lo, twist_hi])``.
+    ``weight * (n_k . s - support)`` per plane (positive outside) and ``weight * max(twist - twist_hi,
+    twist_lo - twist)`` (positive outside the range, negative inside).
     """
     n, j = wp.tid()
     q = wp.normalize(d[n, j])
@@ -51,7 +51,7 @@ def joint_limit_kernel(
     for p in range(plane_normals.shape[0]):
         nrm = plane_normals[p]
         swing_out[n, j, p] = w * (k * (nrm[0] * sy + nrm[1] * sz) - swing_support[j, p])
-    twist_out[n, j] = w * (wp.max(twist - twist_hi[j], zero) + wp.max(twist_lo[j] - twist, zero))
+    twist_out[n, j] = w * wp.max(twist - twist_hi[j], twist_lo[j] - twist)
 
 
 @wp.kernel

@@ -78,6 +78,8 @@ class ValidatorConfig:
     pool_mirror: bool = True
     """Calibrate symmetric rigs on the poses and their left/right mirror images (a left knee's range is a right
     knee's)."""
+    loss_margin_deg: float = 4.0
+    """The loss (training and guidance) keeps joints this far inside their limits [deg]."""
     loss_weights: tuple[float, float, float] = (1.0, 1.0, 4.0)
     """Weights of the hyperextension [rad^2], bone-twist [ratio^2] and penetration [(m/h)^2] loss terms."""
 
@@ -298,17 +300,20 @@ class PoseValidators:
             arr(body.blend_axis.reshape(-1, 3), vec3),
         ]  # fmt: skip
         self._root = torch.zeros(3, dtype=self.dtype, device=self.device)
+        self._limited = torch.as_tensor(cal.limits.weight > 0, device=self.device)
         del pr
 
     # -- differentiable measures ----------------------------------------------------------------------------
-    def joint_excess(self, d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def joint_excess(self, d: torch.Tensor, signed: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Swing and twist excess over the limits [rad] of canonical quaternions (N, J, 4); each (N, J).
 
-        The swing excess is the largest half-plane violation of the swing polygon (0 inside).
+        The swing excess is the largest half-plane violation of the swing polygon. With ``signed`` both are
+        negative inside the limits (minus the distance to the nearest limit); otherwise they are clamped at 0.
         """
         n, J, K = d.shape[0], d.shape[1], self.calibration.limits.swing.shape[1]
         planes, twist = warp_op(joint_limit_kernel, (n, J), d, self._quat, self._limits, [(n, J, K), (n, J)])
-        return torch.relu(planes.amax(-1)), twist
+        swing = planes.amax(-1)
+        return (swing, twist) if signed else (torch.relu(swing), torch.relu(twist))
 
     def world(self, local: torch.Tensor) -> torch.Tensor:
         """World transforms (N, J, 7) of local rotations (N, J, 4), root at the origin."""
@@ -341,11 +346,11 @@ class PoseValidators:
         """Differentiable per-pose measures of 6D poses (N, J, 6).
 
         Returns:
-            ``swing`` and ``twist`` (N, J) excess [rad]; ``collapse`` (N, B) ratios; ``penetration`` (N, P)
-            depths / rig height.
+            ``swing`` and ``twist`` (N, J) excess [rad] (signed: negative inside the limits); ``collapse``
+            (N, B) ratios; ``penetration`` (N, P) depths / rig height.
         """
         d, local = self.pose_rig.decode_torch(x)
-        swing, twist = self.joint_excess(d)
+        swing, twist = self.joint_excess(d, signed=True)
         world = self.world(local)
         return {
             "swing": swing,
@@ -355,11 +360,15 @@ class PoseValidators:
         }
 
     def loss(self, x: torch.Tensor, measures: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
-        """Smooth validator loss per pose, shape (N,): weighted sums of squared violations (0 when valid)."""
+        """Smooth validator loss per pose, shape (N,): weighted sums of squared violations of slightly tightened
+        thresholds (``loss_margin_deg`` inside the joint limits, a quarter of the penetration tolerance, collapse
+        ratio + 0.05), so poses it settles are valid with a little slack; 0 well inside."""
         m = measures if measures is not None else self.measures(x)
         cfg = self.config
         w_ext, w_twist, w_pen = cfg.loss_weights
-        ext = (m["swing"] ** 2 + m["twist"] ** 2).sum(-1)
+        margin = np.radians(cfg.loss_margin_deg)
+        limited = self._limited.to(m["swing"].dtype)
+        ext = ((torch.relu(m["swing"] + margin) ** 2 + torch.relu(m["twist"] + margin) ** 2) * limited).sum(-1)
         col = (torch.relu(cfg.collapse_ratio + 0.05 - m["collapse"]) ** 2).sum(-1)
         pen = (torch.relu(m["penetration"] - 0.25 * cfg.penetration_tolerance) ** 2).sum(-1)
         return w_ext * ext + w_twist * col + w_pen * pen * 100.0
@@ -373,7 +382,7 @@ class PoseValidators:
         for s in range(0, len(x), batch):
             m = self.measures(x[s : s + batch])
             n = m["swing"].shape[0]
-            ext = torch.maximum(m["swing"].amax(-1), m["twist"].amax(-1))
+            ext = torch.relu(torch.maximum(m["swing"].amax(-1), m["twist"].amax(-1)))
             col = m["collapse"].amin(-1) if m["collapse"].shape[-1] else m["swing"].new_ones(n)
             pen = m["penetration"].amax(-1) if m["penetration"].shape[-1] else m["swing"].new_zeros(n)
             parts.append((ext, col, pen))
