@@ -26,6 +26,7 @@ from .newton_model import CharacterSimulation, build_newton_builder, build_newto
 from .projection import project
 from .reference import (
     PreparedReference,
+    ballistic_flight,
     ground_offset,
     ground_offsets,
     loop_motion,
@@ -63,6 +64,7 @@ __all__ = [
     "TrackingConfig",
     "TrackingResult",
     "apply_target_filter",
+    "ballistic_flight",
     "build_character",
     "build_newton_builder",
     "build_newton_model",

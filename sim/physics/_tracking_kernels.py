@@ -83,7 +83,7 @@ def root_assist_kernel(
     if dq[3] < 0.0:
         dq = -dq
     axis = wp.vec3(0.0)
-    angle = 0.0
+    angle = wp.float32(0.0)
     wp.quat_to_axis_angle(dq, axis, angle)
     torque = kp_rot * axis * angle + kd_rot * (ref_omega[f] - om)
     tn = wp.length(torque)
@@ -121,7 +121,7 @@ def rollout_cost_kernel(
     """
     w = wp.tid()
     f = wp.min(step[0] // substeps, frame_count - 1)
-    c = 0.0
+    c = wp.float32(0.0)
     for k in range(bodies_per_world):
         X = body_q[w * bodies_per_world + k]
         dp = (wp.transform_get_translation(X) - ref_pos[f, k]) * inv_height

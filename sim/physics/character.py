@@ -552,11 +552,15 @@ def _set_gains(ch: PhysicsCharacter, bpos, brot, cfg: CharacterConfig, total_mas
     chains = [b for b in range(B) if ch.support_body[b]]
     on_chain = np.zeros(B, dtype=int)
     lever = np.zeros(B)
+    # where each support body meets the ground: the lowest point of its capsule at the reference pose
+    seg_a, seg_b = ch.capsule_world(bpos, brot)
+    low_end = np.where((seg_a[:, 2] < seg_b[:, 2])[:, None], seg_a, seg_b)
+    contact = low_end - ch.capsule_radii[:, None] * np.array([0.0, 0.0, 1.0])
     for s in chains:
         k = s
         while k > 0:
             on_chain[k] += 1
-            lever[k] = max(lever[k], float(np.linalg.norm(com_w[s] - bpos[k])))
+            lever[k] = max(lever[k], float(np.linalg.norm(contact[s] - bpos[k])))
             k = ch.body_parent[k]
     n_chains = max(len(chains), 1)
     omega = 2.0 * np.pi * cfg.stiffness_hz

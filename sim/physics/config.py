@@ -73,11 +73,12 @@ class CharacterConfig:
     """Damping ratio of each PD drive: damping = 2 zeta (2 pi f) x effective inertia."""
     support_load: bool = True
     """Joints on a chain from the root to a ground-contact body also carry their share of the body weight:
-    their effective inertia adds ``total_mass x (joint height)^2 / support_chain_count``."""
+    their effective inertia adds ``total_mass x lever^2 / support_chain_count``, the lever being the distance
+    from the joint to where its chain's support body meets the ground."""
     contact_height_fraction: float = 0.03
     """A body is a ground-contact (support) body when its collider comes within this fraction of the height of
     the ground in at least ``contact_frame_fraction`` of the reference frames."""
-    contact_frame_fraction: float = 0.15
+    contact_frame_fraction: float = 0.05
     """See ``contact_height_fraction``."""
     armature_fraction: float = 0.05
     """Rotor inertia added to each joint's DOFs as a fraction of its mean effective inertia (steadies light DOFs)."""
@@ -99,7 +100,10 @@ class ContactConfig:
     ground_height_m: float = 0.0
     """Height of the ground plane (Z) [m]."""
     contact_gap_fraction: float = 0.01
-    """Speculative contact gap as a fraction of the character height."""
+    """Contact detection gap as a fraction of the character height."""
+    speculative_gap_fraction: float = 0.2
+    """Cap of the velocity-derived (speculative) contact gap as a fraction of the character height: bodies that
+    close faster than the detection gap per step are still caught before they pass through each other."""
     penalty_stiffness_per_kg: float = 4.0e3
     """Penalty solvers only (Featherstone, XPBD ignores it): contact stiffness per kg of character mass [N/m/kg]."""
 
@@ -178,13 +182,13 @@ class ProjectionConfig:
     """Target offsets are piecewise linear between knots this many frames apart."""
     samples: int = 24
     """Rollouts per iteration (parallel Newton worlds); sample 0 is always the current mean."""
-    iterations: int = 3
+    iterations: int = 6
     """MPPI updates per window."""
     sigma_deg: float = 4.0
     """Standard deviation of the target offset perturbations [deg]."""
     sigma_decay: float = 0.7
     """Sigma multiplier per iteration within a window."""
-    temperature: float = 0.1
+    temperature: float = 0.03
     """MPPI temperature relative to the cost spread of the iteration (smaller = greedier)."""
     max_offset_deg: float = 45.0
     """Clamp of the target offsets [deg]."""
@@ -215,9 +219,13 @@ class ReferenceConfig:
     """``keep``: track the clip as it is; ``from_contacts``: give an in-place (treadmill) clip the root motion
     that keeps its stance feet planted; ``auto``: do so when the root travels less than a quarter of the feet's
     sliding distance."""
+    root_velocity_smoothing_s: float = 0.05
+    """Gaussian smoothing (standard deviation) of the root velocity extracted from contacts [s]."""
+    ballistic_flight: bool = True
+    """Make the vertical motion of flight phases (no point near the ground) a parabola under gravity."""
     ground: Literal["none", "clip", "per_frame"] = "per_frame"
     """Vertical grounding: ``clip`` shifts the whole clip so its lowest skinned vertex touches the ground;
     ``per_frame`` puts the lowest vertex of every stance frame on the ground (flight frames interpolated), so
     a clip that hovers or sinks between keys becomes one whose support really touches the ground."""
     fps: float | None = None
-    """Resample to this frame rate [1/s]; None keeps the clip's (30 for non-uniform clips)."""
+    """Resample to this frame rate [1/s]; None uses the clip's nominal rate (keyframed clips are resampled)."""

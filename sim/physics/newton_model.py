@@ -210,7 +210,12 @@ class CharacterSimulation:
         self.solver = _make_solver(self.model, self.solver_cfg, enable_limits)
         self.state_0, self.state_1 = self.model.state(), self.model.state()
         self.control = self.model.control()
-        self.pipeline = newton.CollisionPipeline(self.model, broad_phase="explicit")
+        # velocity-derived speculative contacts: fast limbs are caught before they pass through each other
+        self.pipeline = newton.CollisionPipeline(
+            self.model,
+            broad_phase="explicit",
+            speculative_contact_gap_max=self.contact_cfg.speculative_gap_fraction * character.height,
+        )
         self.contacts = self.pipeline.contacts()
         self.B = character.body_count
         self.C = character.dof_count
@@ -353,7 +358,7 @@ class CharacterSimulation:
                 outputs=[s0.body_f, self.assist_force_sum, self.assist_force_max],
                 device="cpu",
             )  # fmt: skip
-        self.pipeline.collide(s0, self.contacts)
+        self.pipeline.collide(s0, self.contacts, dt=self.dt)
         self.solver.step(s0, s1, self.control, self.contacts, self.dt)
         self.state_0, self.state_1 = s1, s0
         wp.launch(K.advance_step_kernel, dim=1, inputs=[self.step_index], device="cpu")

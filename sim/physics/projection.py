@@ -34,6 +34,10 @@ from .tracking import (
 
 __all__ = ["project"]
 
+import os
+
+_DEBUG = bool(os.environ.get("KD_PROJ_DEBUG"))
+
 ProgressCallback = Callable[[int, int, float], None]
 """Called after each committed window with (frames done, frame count, best window cost)."""
 
@@ -195,6 +199,10 @@ def project(
             cost += cfg.offset_weight * np.sum((cand - ref_flat[win][:, None]) ** 2, axis=(0, 2))
             cost[~np.isfinite(cost)] = np.inf
             k_best = int(np.argmin(cost))
+            if _DEBUG:
+                print(
+                    f"    f0={f0} it={_it} nominal={cost[0]:.3f} best={cost[k_best]:.3f} median={np.median(cost):.3f}"
+                )
             if cost[k_best] < best[0]:
                 a_sum = float(sim.assist_force_sum.numpy()[k_best]) if sim.root_assist is not None else 0.0
                 a_max = float(sim.assist_force_max.numpy()[k_best]) if sim.root_assist is not None else 0.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ from .config import ReferenceConfig
 
 __all__ = [
     "PreparedReference",
+    "ballistic_flight",
     "ground_offset",
     "ground_offsets",
     "loop_motion",
@@ -71,60 +73,58 @@ def loop_motion(motion: Motion, loops: int) -> Motion:
     """Repeats a cyclic clip ``loops`` times; each repeat starts where the previous ended (heading and
     horizontal position accumulate, height does not).
 
-    The duplicate closing frame of a cyclic clip (last frame == first frame) is dropped between repeats.
-    A clip whose ends differ is repeated anyway, with a warning (it will jump at each seam).
+    Works on the clip's own sample times (keyframed clips keep their keys): the period is ``times[-1] -
+    times[0]`` for a closing clip (last frame == first frame, whose duplicate is dropped between repeats), one
+    mean sample interval longer otherwise (with a warning: such a clip jumps at each seam).
     """
     if loops < 1:
         raise ValueError(f"loops must be >= 1, got {loops}")
-    if loops == 1:
+    if loops == 1 or motion.frame_count < 2:
         return motion
-    if not motion.is_uniform():
-        motion = motion.resample(motion.fps)
     d = np.abs(motion.rotations[0] - motion.rotations[-1])
     closing = motion.frame_count > 2 and float(d.max()) < CYCLIC_TOLERANCE
     if not closing:
         warnings.warn(f"motion {motion.name!r}: first and last frames differ; looping anyway", stacklevel=2)
     body = motion.slice(0, motion.frame_count - 1) if closing else motion
-    n = body.frame_count
+    period = motion.duration if closing else motion.duration * motion.frame_count / (motion.frame_count - 1)
     # per-loop rigid increment in the ground plane: from the first frame's root to the closing frame's
     q0, q1 = motion.rotations[0, 0], motion.rotations[-1, 0]
     dyaw = quat_multiply(_yaw_quat(q1), quat_conjugate(_yaw_quat(q0)))
     step = motion.root_translations[-1] - motion.root_translations[0]
     if not closing:
-        step = step + (motion.root_translations[1] - motion.root_translations[0]) if motion.frame_count > 1 else step
+        step = step * motion.frame_count / (motion.frame_count - 1)
     step[2] = 0.0
-    roots, rots, trans = [], [], []
+    origin = motion.root_translations[0] * np.array([1.0, 1.0, 0.0])
+    roots, rots, trans, times = [], [], [], []
     acc_q = np.array([0.0, 0.0, 0.0, 1.0])
     acc_t = np.zeros(3)
-    origin = motion.root_translations[0] * np.array([1.0, 1.0, 0.0])
-    for _ in range(loops):
-        r = body.root_translations - origin
-        roots.append(quat_rotate(acc_q, r) + origin + acc_t)
-        rr = body.rotations.copy()
+
+    def place(root, rot, tr):
+        rr = rot.copy()
         rr[:, 0] = quat_multiply(acc_q, rr[:, 0])
-        rots.append(rr)
-        if body.translations is not None:
-            trans.append(body.translations.copy())
+        return quat_rotate(acc_q, root - origin) + origin + acc_t, rr, None if tr is None else tr.copy()
+
+    for k in range(loops):
+        r, q, t = place(body.root_translations, body.rotations, body.translations)
+        roots.append(r)
+        rots.append(q)
+        trans.append(t)
+        times.append(body.times + k * period)
         acc_t = acc_t + quat_rotate(acc_q, step)
         acc_q = quat_multiply(dyaw, acc_q)
+    if closing:  # close the last repeat with the first frame, placed after it
+        last = motion.slice(0, 1)
+        r, q, t = place(last.root_translations, last.rotations, last.translations)
+        roots.append(r)
+        rots.append(q)
+        trans.append(t)
+        times.append(last.times + loops * period)
     root = np.concatenate(roots)
-    rot = np.concatenate(rots)
     tr = None
     if body.translations is not None:
         tr = np.concatenate(trans)
         tr[:, 0] = root
-    frames = loops * n
-    if closing:  # close the last loop again
-        root = np.concatenate([root, (quat_rotate(acc_q, motion.root_translations[0] - origin) + origin + acc_t)[None]])
-        last = motion.rotations[0].copy()
-        last[0] = quat_multiply(acc_q, last[0])
-        rot = np.concatenate([rot, last[None]])
-        if tr is not None:
-            tl = motion.translations[0].copy()
-            tl[0] = root[-1]
-            tr = np.concatenate([tr, tl[None]])
-        frames += 1
-    return Motion(motion.fps, root, rot, tr, name=motion.name)
+    return Motion(motion.fps, root, np.concatenate(rots), tr, times=np.concatenate(times), name=motion.name)
 
 
 def _stance_frames(zmin: np.ndarray, height: float) -> np.ndarray:
@@ -139,13 +139,17 @@ def _contact_points(rig: Rig, motion: Motion) -> np.ndarray:
     return pose_motion(rig, motion)[0]
 
 
-def root_motion_from_contacts(rig: Rig, motion: Motion, *, force: bool = False) -> tuple[Motion, bool]:
+def root_motion_from_contacts(
+    rig: Rig, motion: Motion, *, force: bool = False, smoothing_s: float = 0.0
+) -> tuple[Motion, bool]:
     """Gives a treadmill (in-place) clip the horizontal root motion that keeps its stance points planted.
 
     In every stance frame the points within ``CONTACT_HEIGHT_FRACTION x height`` of that frame's lowest point
     are in contact; the median horizontal velocity of the points in contact in two consecutive frames is
     subtracted from the root and integrated (flight frames keep the last stance velocity). A clip whose root
     already travels at least ``IN_PLACE_RATIO`` of that sliding distance is returned unchanged unless ``force``.
+    ``smoothing_s`` low-passes the extracted velocity (Gaussian, standard deviation in seconds): stance feet of a
+    stylized clip rarely agree on one body velocity, and its jumps would ask for more friction than exists.
 
     Returns:
         The (possibly) re-rooted motion and whether root motion was added.
@@ -170,9 +174,43 @@ def root_motion_from_contacts(rig: Rig, motion: Motion, *, force: bool = False) 
     root_dist = float(np.linalg.norm(motion.root_translations[-1, :2] - motion.root_translations[0, :2]))
     if not force and root_dist >= IN_PLACE_RATIO * slide_dist:
         return motion, False
+    if smoothing_s > 0:
+        slide = np.stack([_smooth(slide[:, k], smoothing_s * motion.fps) for k in range(2)], axis=1)
     offset = np.zeros((motion.frame_count, 3))
     offset[1:, :2] = -np.cumsum(slide * dt[:, None], axis=0)
     return _shift_root(motion, offset), True
+
+
+def ballistic_flight(rig: Rig, motion: Motion, gravity: float = 9.81) -> tuple[Motion, int]:
+    """Makes the vertical motion of flight phases ballistic.
+
+    In a run of flight frames (see :func:`ground_offsets`) between two stance frames, the height of the points'
+    centroid (a proxy of the centre of mass) is replaced by the parabola under ``gravity`` through its heights at
+    take-off and touch-down; the root is shifted vertically by the difference. Animated flight that floats
+    (no downward acceleration) is not reproducible by any physical character.
+
+    Returns:
+        The motion and the number of flight frames changed.
+    """
+    pts = _contact_points(rig, motion)
+    zmin = pts[..., 2].min(axis=1)
+    stance = _stance_frames(zmin, rig.height())
+    c = pts[..., 2].mean(axis=1)
+    t = motion.times
+    dz = np.zeros(motion.frame_count)
+    changed = 0
+    idx = np.flatnonzero(stance)
+    for a, b in itertools.pairwise(idx):
+        if b - a < 2:
+            continue
+        f = np.arange(a + 1, b)
+        u = (t[f] - t[a]) / (t[b] - t[a])
+        chord = c[a] + u * (c[b] - c[a])
+        dz[f] = chord + 0.5 * gravity * (t[f] - t[a]) * (t[b] - t[f]) - c[f]
+        changed += len(f)
+    if not changed:
+        return motion, 0
+    return _shift_root(motion, dz[:, None] * np.array([0.0, 0.0, 1.0])), changed
 
 
 def _shift_root(motion: Motion, offset: np.ndarray) -> Motion:
@@ -228,6 +266,7 @@ class PreparedReference:
         scale: the uniform scale applied to the source rig [unitless].
         root_motion_added: whether root motion was extracted from contacts.
         ground_shift_m: vertical root shift applied to each reference frame [m], shape (F,).
+        ballistic_frames: flight frames whose vertical motion was made ballistic.
     """
 
     rig: Rig
@@ -236,6 +275,7 @@ class PreparedReference:
     scale: float
     root_motion_added: bool
     ground_shift_m: np.ndarray
+    ballistic_frames: int = 0
 
 
 def prepare_reference(
@@ -265,17 +305,22 @@ def prepare_reference(
             raise ValueError(f"target_height_m must be positive, got {target_height_m}")
         scale = float(target_height_m) / rig.height()
         rig, motion = scale_rig(rig, scale), scale_motion(motion, scale)
-    fps = cfg.fps or (motion.fps if motion.is_uniform() else 30.0)
-    if not motion.is_uniform() or abs(fps - motion.fps) > 1e-9:
+    motion = loop_motion(motion, loops)
+    fps = cfg.fps or motion.fps
+    if not motion.is_uniform() or abs(fps - motion.fps) > 1e-9 or abs(motion.times[0]) > 1e-12:
         motion = motion.resample(fps)
     motion = Motion(fps, motion.root_translations, motion.rotations, motion.translations, name=motion.name)
-    motion = loop_motion(motion, loops)
     kinematic = motion
     added = False
     if cfg.root_motion != "keep":
-        motion, added = root_motion_from_contacts(rig, motion, force=cfg.root_motion == "from_contacts")
+        motion, added = root_motion_from_contacts(
+            rig, motion, force=cfg.root_motion == "from_contacts", smoothing_s=cfg.root_velocity_smoothing_s
+        )
     shift = np.zeros(motion.frame_count)
     if cfg.ground != "none":
         shift = ground_offsets(rig, motion, cfg.ground, ground_height_m)
         motion = _shift_root(motion, shift[:, None] * np.array([0.0, 0.0, 1.0]))
-    return PreparedReference(rig, motion, kinematic, scale, added, shift)
+    flight = 0
+    if cfg.ballistic_flight:
+        motion, flight = ballistic_flight(rig, motion)
+    return PreparedReference(rig, motion, kinematic, scale, added, shift, flight)

@@ -1,0 +1,104 @@
+"""examples/track.py end to end in a subprocess with tiny settings: outputs exist, open in pxr, hold no NaN."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "examples" / "track.py"
+METRIC_KEYS = (
+    "body_pos_error_rel",
+    "joint_angle_error_deg",
+    "fell",
+    "max_ground_penetration_m",
+    "foot_skate_ratio",
+    "max_self_penetration_m",
+    "realtime_factor",
+    "reference_max_ground_penetration_m",
+    "reference_foot_skate_ratio",
+    "reference_max_self_penetration_m",
+)
+
+
+def run(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _finite(x) -> bool:
+    if isinstance(x, float):
+        return math.isfinite(x)
+    if isinstance(x, dict):
+        return all(_finite(v) for v in x.values())
+    if isinstance(x, list):
+        return all(_finite(v) for v in x)
+    return True
+
+
+def test_pd_run_writes_every_output(tmp_path):
+    pxr = pytest.importorskip("pxr")
+    out = tmp_path / "pd"
+    proc = run("--method", "pd", "--output", str(out), "--preview-frames", "3")
+    assert proc.returncode == 0, proc.stderr
+    for name in ("tracked.usda", "physics.usda", "metrics.json", "config.json", "preview.gif", "audit/report.json"):
+        assert (out / name).is_file(), name
+    metrics = json.loads((out / "metrics.json").read_text())
+    for key in METRIC_KEYS:
+        assert key in metrics, key
+    assert _finite({k: metrics[k] for k in METRIC_KEYS if isinstance(metrics[k], float)})
+    assert metrics["method"] == "pd" and metrics["blowup"] is None
+    assert metrics["root_assist"] is None  # no invisible hands by default
+    from pxr import Usd, UsdPhysics, UsdSkel
+
+    stage = Usd.Stage.Open(str(out / "tracked.usda"))
+    anims = [p for p in stage.Traverse() if p.IsA(UsdSkel.Animation)]
+    assert {p.GetName() for p in anims} >= {"physical", "reference"}
+    rot = UsdSkel.Animation(anims[0]).GetRotationsAttr()
+    assert len(rot.GetTimeSamples()) == metrics["frames"]
+    phys = Usd.Stage.Open(str(out / "physics.usda"))
+    bodies = [p for p in phys.Traverse() if p.HasAPI(UsdPhysics.RigidBodyAPI)]
+    assert len(bodies) == metrics["body_count"]
+    import imageio.v2 as imageio
+
+    assert len(imageio.mimread(out / "preview.gif")) == 3
+    del pxr
+
+
+def test_projection_run(tmp_path):
+    out = tmp_path / "proj"
+    proc = run("--method", "projection", "--output", str(out), "--no-preview", "--no-audit",
+               "--projection.samples", "4", "--projection.iterations", "1", "--projection.ilc-passes", "0")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["method"] == "projection"
+    assert metrics["info"]["samples"] == 4 and metrics["info"]["windows"] > 1
+    assert _finite(metrics["body_pos_error_rel"])
+
+
+def test_bad_input_exits_2(tmp_path):
+    proc = run("--motion", str(tmp_path / "missing.glb"), "--output", str(tmp_path / "x"))
+    assert proc.returncode == 2
+    assert "missing.glb" in proc.stderr and not (tmp_path / "x").exists()
+    proc = run("--motion", "procedural:quadruped-walk", "--clip", "nope", "--output", str(tmp_path / "y"))
+    assert proc.returncode == 2 and "nope" in proc.stderr
+
+
+def test_blowup_exits_1_and_claims_no_success(tmp_path):
+    """An explicit solver at a far too large step explodes: reported with its frame, no animation written."""
+    out = tmp_path / "blow"
+    (out).mkdir()
+    (out / "tracked.usda").write_text("stale")
+    proc = run("--method", "pd", "--output", str(out), "--no-audit", "--tracking.solver.solver", "featherstone",
+               "--tracking.solver.max-dt-s", "0.02")  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "blew up at frame" in proc.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["success"] is False and metrics["blowup"]["frame"] >= 1
+    assert not (out / "tracked.usda").exists() and not (out / "preview.gif").exists()

@@ -1,0 +1,185 @@
+"""Physics character builder and reference preparation (NumPy only, no Newton)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from physics_rigs import hold, table_quadruped
+
+import sim
+from sim.physics import (
+    CharacterConfig,
+    ReferenceConfig,
+    build_character,
+    euler_xyz_to_quat,
+    loop_motion,
+    prepare_reference,
+    quat_to_euler_xyz,
+    root_motion_from_contacts,
+    scale_motion,
+    scale_rig,
+)
+from sim.physics._capsules import Capsule, capsule_mass_properties, fit_capsule
+from sim.rotations import axis_angle_to_quat, quat_multiply, quat_normalize
+
+ROT_TOL = 1e-9
+POS_TOL = 1e-9
+MASS_RTOL = 1e-9
+INERTIA_MC_RTOL = 0.02
+"""Monte-Carlo inertia of a solid capsule (200k samples) vs the closed form."""
+
+
+def _rot_close(a, b, atol=ROT_TOL):
+    np.testing.assert_allclose(np.abs(np.sum(a * b, axis=-1)), 1.0, atol=atol)
+
+
+def test_euler_roundtrip_and_convention(rng):
+    e = rng.uniform(-1.2, 1.2, size=(50, 3))
+    q = euler_xyz_to_quat(e)
+    np.testing.assert_allclose(quat_to_euler_xyz(q), e, atol=1e-10)
+    # R = Rx(a) Ry(b) Rz(c): compare with products of axis rotations
+    rx = axis_angle_to_quat(e[:, :1] * [1.0, 0.0, 0.0])
+    ry = axis_angle_to_quat(e[:, 1:2] * [0.0, 1.0, 0.0])
+    rz = axis_angle_to_quat(e[:, 2:] * [0.0, 0.0, 1.0])
+    _rot_close(q, quat_multiply(quat_multiply(rx, ry), rz))
+
+
+def test_capsule_fit_bounds_points_and_mass_properties(rng):
+    pts = rng.normal(size=(400, 3)) * [0.2, 0.05, 0.03]
+    cap = fit_capsule(pts, 1.0, 1e-3)
+    a, b = cap.endpoints
+    t = np.clip((pts - a) @ (b - a) / max((b - a) @ (b - a), 1e-12), 0.0, 1.0)
+    dist = np.linalg.norm(pts - (a + t[:, None] * (b - a)), axis=1)
+    assert dist.max() <= cap.radius + 1e-9  # quantile 1 bounds every point
+    assert abs(cap.axis[0]) > 0.95  # principal direction
+    # closed-form mass and inertia vs Monte-Carlo integration of the solid capsule
+    c = Capsule(np.array([0.1, 0.0, 0.0]), np.array([0.0, 0.0, 1.0]), 0.15, 0.05)
+    m, com, inertia = capsule_mass_properties(c, 1000.0)
+    np.testing.assert_allclose(m, 1000.0 * c.volume(), rtol=MASS_RTOL)
+    np.testing.assert_allclose(com, c.center, atol=POS_TOL)
+    s = rng.uniform([-0.05, -0.05, -0.2], [0.05, 0.05, 0.2], size=(200_000, 3))
+    zc = np.clip(s[:, 2], -0.15, 0.15)
+    inside = np.hypot(s[:, 0], s[:, 1]) ** 2 + (s[:, 2] - zc) ** 2 <= 0.05**2
+    s = s[inside]
+    sq = s**2
+    mc = m / len(s) * np.array([sq[:, 1] + sq[:, 2], sq[:, 0] + sq[:, 2], sq[:, 0] + sq[:, 1]]).sum(axis=1)
+    np.testing.assert_allclose(np.diag(inertia), mc, rtol=INERTIA_MC_RTOL)
+
+
+def test_bodies_merge_leaf_bones_and_mass_from_density():
+    rig = table_quadruped()
+    ch = build_character(rig, cfg=CharacterConfig(density_kg_m3=900.0))
+    names = ch.body_names
+    assert "head_end" not in names and not any(n.endswith("_tip") for n in names)  # leaf bones merged
+    assert names[0] == "torso" and ch.body_count == 13
+    assert ch.joint_body[rig.joint_index("head_end")] == 0
+    vol = sum(c.volume() for c in ch.capsules)
+    np.testing.assert_allclose(ch.total_mass, 900.0 * vol, rtol=MASS_RTOL)
+    ch2 = build_character(rig, cfg=CharacterConfig(total_mass_kg=12.0))
+    np.testing.assert_allclose(ch2.total_mass, 12.0, rtol=MASS_RTOL)
+    # the four feet are the ground-contact bodies; parent/child pairs never collide
+    assert [names[b] for b in np.flatnonzero(ch.support_body)] == [f"leg{i}_foot" for i in range(4)]
+    assert set(ch.adjacent_pairs()) <= set(ch.collision_filter_pairs)
+
+
+def test_gains_scale_with_size():
+    """One config serves any size: at scale s with equal density, inertias (and so gains) grow as s^5."""
+    small = build_character(table_quadruped(0.5))
+    big = build_character(table_quadruped(1.0))
+    np.testing.assert_allclose(big.stiffness[1:], small.stiffness[1:] * 2.0**5, rtol=1e-6)
+    np.testing.assert_allclose(big.body_mass, small.body_mass * 2.0**3, rtol=1e-9)
+    assert np.all(small.stiffness[1:] > 0)
+
+
+def _random_motion(rig, rng, frames=6, amplitude=0.4):
+    rot = np.repeat(rig.rest_rotations[None], frames, 0)
+    aa = rng.normal(size=(frames, rig.joint_count, 3)) * amplitude
+    rot = quat_normalize(quat_multiply(rot, axis_angle_to_quat(aa)))
+    root = rig.rest_translations[0] + rng.normal(size=(frames, 3)) * 0.05
+    return sim.Motion(30.0, root, rot, name="random")
+
+
+def test_coordinates_bodies_and_motion_roundtrip(rng):
+    rig = table_quadruped()
+    motion = _random_motion(rig, rng)
+    ch = build_character(rig, motion)
+    pos, rot = ch.body_transforms(motion)
+    coords = ch.joint_coordinates(rot)
+    _rot_close(ch.body_rotations_from_coordinates(rot[:, 0], coords), rot)
+    # body joints are rigidly connected: positions follow from the root and the rotations
+    np.testing.assert_allclose(ch.body_positions_from_rotations(pos[:, 0], rot), pos, atol=POS_TOL)
+    # body transforms -> rig motion: the body joints' world frames come back exactly
+    out = ch.motion_from_bodies(pos, rot, motion.fps)
+    p2, r2 = sim.pose_motion(rig, out)
+    np.testing.assert_allclose(p2[:, ch.body_joint], pos, atol=POS_TOL)
+    _rot_close(r2[:, ch.body_joint], rot)
+    # joint limits from the motion's range contain every frame's coordinates
+    assert np.all(coords >= ch.limit_lower[None, 1:] - 1e-12)
+    assert np.all(coords <= ch.limit_upper[None, 1:] + 1e-12)
+
+
+def test_axis_frame_puts_least_used_axis_in_the_middle(rng):
+    rig = table_quadruped()
+    frames = 40
+    rot = np.repeat(rig.rest_rotations[None], frames, 0).copy()
+    j = rig.joint_index("leg0_upper")
+    # swing about the world Y axis (large) and X (small): the middle coordinate must stay small
+    t = np.linspace(0, 2 * np.pi, frames)
+    aa = np.stack([0.1 * np.sin(t), 0.8 * np.sin(t + 0.3), np.zeros(frames)], axis=1)
+    rot[:, j] = axis_angle_to_quat(aa)
+    motion = sim.Motion(30.0, np.repeat(rig.rest_translations[:1], frames, 0), rot)
+    ch = build_character(rig, motion)
+    b = int(ch.joint_body[j])
+    coords = ch.joint_coordinates(ch.body_transforms(motion)[1])[:, b - 1]
+    ranges = coords.max(axis=0) - coords.min(axis=0)
+    assert ranges[0] > 1.0 and ranges[1] < 0.02 * ranges[0]  # only Euler coupling leaks into the middle
+
+
+def test_scale_rig_and_motion_keep_skinning(rng):
+    rig = table_quadruped()
+    motion = _random_motion(rig, rng, frames=3)
+    p, _ = sim.skin_motion(rig, motion)
+    p2, _ = sim.skin_motion(scale_rig(rig, 2.5), scale_motion(motion, 2.5))
+    np.testing.assert_allclose(p2, 2.5 * p, atol=1e-9)
+    ref = prepare_reference(rig, motion, ReferenceConfig(root_motion="keep", ground="none"), target_height_m=1.7)
+    np.testing.assert_allclose(ref.rig.height(), 1.7, rtol=1e-12)
+
+
+def test_loop_motion_accumulates_heading_and_position():
+    rig = table_quadruped()
+    frames = 11
+    yaw = np.linspace(0.0, 0.5, frames)
+    rot = np.repeat(rig.rest_rotations[None], frames, 0).copy()
+    rot[:, 0] = axis_angle_to_quat(yaw[:, None] * [0.0, 0.0, 1.0])
+    root = np.stack([np.linspace(0, 1.0, frames), np.zeros(frames), np.full(frames, 0.4)], axis=1)
+    # make it closing in pose (root rotation differs only by heading, other joints equal)
+    m = sim.Motion(10.0, root, rot)
+    with pytest.warns(UserWarning, match="differ"):
+        looped = loop_motion(m, 2)
+    assert looped.frame_count == 2 * frames
+    # the second loop starts one step after the first ended, turned by the clip's heading change
+    np.testing.assert_allclose(looped.times, np.arange(2 * frames) / 10.0, atol=1e-12)
+    # a closing clip: drop the duplicate frame between repeats
+    rot2 = np.repeat(rig.rest_rotations[None], frames, 0)
+    closing = sim.Motion(10.0, root, rot2)
+    looped = loop_motion(closing, 3)
+    assert looped.frame_count == 3 * (frames - 1) + 1
+    np.testing.assert_allclose(looped.root_translations[-1, 0], 3.0, atol=1e-12)
+    np.testing.assert_allclose(np.diff(looped.root_translations[:, 0]), 0.1, atol=1e-12)
+
+
+def test_root_motion_from_contacts_plants_treadmill_feet():
+    """Feet sliding backwards at 0.5 m/s in every frame (a treadmill) get exactly the root motion that plants
+    them; a clip whose root itself travels that far is left alone unless forced."""
+    rig = table_quadruped()
+    frames = 21
+    still = hold(rig, frames, fps=20.0)
+    back = np.outer(np.arange(frames) / 20.0, [0.5, 0.0, 0.0])
+    treadmill = sim.Motion(20.0, still.root_translations - back, still.rotations)
+    out, added = root_motion_from_contacts(rig, treadmill)
+    assert not added  # its root channel travels as far as the feet slide: not in place
+    out, added = root_motion_from_contacts(rig, treadmill, force=True)
+    assert added
+    np.testing.assert_allclose(out.root_translations, still.root_translations, atol=1e-9)
+    out, _ = root_motion_from_contacts(rig, still, force=True)
+    np.testing.assert_allclose(out.root_translations, still.root_translations, atol=1e-12)

@@ -1,0 +1,176 @@
+"""Newton tracking: drop test, self-collision, determinism, blow-up detection, root assist, target filter, projection.
+
+The first test to simulate pays the cold Warp/Newton compile (~30-60 s on an empty kernel cache).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from physics_rigs import hold, table_quadruped, tuning_fork
+
+import sim
+from sim.physics import (
+    CharacterConfig,
+    ProjectionConfig,
+    TrackingConfig,
+    build_character,
+    contact_summary,
+    detect_blowup,
+    project,
+    reference_trajectory,
+    self_penetration,
+    track,
+)
+from sim.rotations import axis_angle_to_quat, quat_multiply
+
+SINK_TOL_M = 0.01
+"""The issue's bound: a dropped character must not sink more than 1 cm."""
+REST_SPEED_MPS = 0.05
+"""Bodies slower than this have come to rest."""
+SELF_PENETRATION_TOL_M = 0.005
+"""Capsule overlap allowed between colliding bodies driven into each other."""
+
+
+def _lowest_capsule_point(ch, pos, rot):
+    a, b = ch.capsule_world(pos, rot)
+    return (np.minimum(a[..., 2], b[..., 2]) - ch.capsule_radii).min(axis=-1)
+
+
+@pytest.fixture(scope="module")
+def table():
+    return build_character(table_quadruped())
+
+
+def test_drop_from_half_a_metre_comes_to_rest_without_sinking(table):
+    rig = table.rig
+    motion = hold(rig, 75, fps=30.0, root_offset=(0.0, 0.0, 0.5))  # 2.5 s, dropped from 0.5 m
+    res = track(table, motion)
+    assert res.blowup is None
+    low = _lowest_capsule_point(table, res.body_pos, res.body_rot)
+    assert low[0] > 0.45  # it did start in the air
+    assert low.min() >= -SINK_TOL_M, f"sank {-low.min():.4f} m"
+    speeds = np.linalg.norm(res.body_vel[-1, :, :3], axis=-1)
+    assert speeds.max() < REST_SPEED_MPS, f"still moving at {speeds.max():.3f} m/s"
+    # standing on its feet at its rest height (PD holds the pose under its weight)
+    np.testing.assert_allclose(res.body_pos[-1, 0, 2], rig.rest_translations[0, 2], atol=0.02)
+    # the skinned mesh does not sink either
+    assert contact_summary(rig, res.motion)["max_ground_penetration_m"] <= SINK_TOL_M
+
+
+def _fork_case(self_collision: bool):
+    rig = tuning_fork()
+    ch = build_character(rig, cfg=CharacterConfig(self_collision=self_collision, stiffness_hz=8.0))
+    bent = np.repeat(rig.rest_rotations[None], 45, 0).copy()
+    y = np.array([0.0, 1.0, 0.0])
+    bent[:, rig.joint_index("left_arm")] = axis_angle_to_quat(np.radians(65.0) * y)
+    bent[:, rig.joint_index("right_arm")] = axis_angle_to_quat(-np.radians(65.0) * y)
+    target = sim.Motion(30.0, np.repeat(rig.rest_translations[:1], 45, 0), bent)
+    ref = reference_trajectory(ch, hold(rig, 45))
+    coords = ch.joint_coordinates(ch.body_transforms(target)[1])
+    res = track(ch, ref, target_coords=coords)
+    assert res.blowup is None
+    pairs = [(ch.body_names.index("left_fore"), ch.body_names.index("right_fore"))]
+    a, b = ch.capsule_world(res.body_pos, res.body_rot)
+    depth, _ = sim.collision.capsule_penetration(a, b, ch.capsule_radii, pairs)
+    return ch, res, depth.max()
+
+
+def test_self_collision_keeps_limbs_apart():
+    ch, res, depth = _fork_case(self_collision=True)
+    assert (ch.body_names.index("left_fore"), ch.body_names.index("right_fore")) in map(tuple, ch.colliding_pairs())
+    assert depth <= SELF_PENETRATION_TOL_M, f"forearms overlap by {depth:.4f} m"
+    assert self_penetration(ch, res.body_pos, res.body_rot)["max_self_penetration_m"] <= SELF_PENETRATION_TOL_M
+    # the check has teeth: without self-collision the same targets drive the forearms through each other
+    _, _, free_depth = _fork_case(self_collision=False)
+    assert free_depth > 0.03
+
+
+def _walkish(rig, frames=30):
+    """Legs swinging in antiphase, root moving forward slowly."""
+    rot = np.repeat(rig.rest_rotations[None], frames, 0).copy()
+    t = np.arange(frames) / 30.0
+    for i in range(4):
+        j = rig.joint_index(f"leg{i}_upper")
+        phase = np.pi * (i % 2)
+        rot[:, j] = quat_multiply(rot[:, j], axis_angle_to_quat((0.25 * np.sin(6 * t + phase))[:, None] * [0, 1.0, 0]))
+    root = rig.rest_translations[0] + np.outer(t, [0.1, 0.0, 0.0])
+    return sim.Motion(30.0, root, rot, name="walkish")
+
+
+def test_tracking_is_deterministic(table):
+    motion = _walkish(table.rig)
+    a = track(table, motion)
+    b = track(table, motion)
+    assert a.blowup is None
+    np.testing.assert_array_equal(a.body_pos, b.body_pos)
+    np.testing.assert_array_equal(a.body_rot, b.body_rot)
+
+
+def test_blowup_is_detected_with_its_frame(table):
+    ref = reference_trajectory(table, _walkish(table.rig))
+    coords = ref.coords.copy()
+    coords[12] = np.nan  # a corrupted target (its rate, by central differences, already steps 10 -> 11)
+    res = track(table, ref, target_coords=coords)
+    assert res.blowup is not None and not res.ok
+    assert 11 <= res.blowup.frame <= 13
+    assert "non-finite" in res.blowup.reason or "runaway" in res.blowup.reason
+    assert len(res.body_pos) == res.blowup.frame  # nothing from the blown-up frames is returned
+    assert np.isfinite(res.body_pos).all()
+    # runaway energy and runaway distance are recognized too
+    cfg = TrackingConfig()
+    pos = ref.body_pos[0]
+    fast = np.zeros_like(pos)
+    fast[3] = [0.0, 0.0, 100.0]
+    assert "runaway energy" in detect_blowup(table, pos, fast, pos, cfg)
+    assert "runaway" in detect_blowup(table, pos + np.array([50.0, 0, 0]), np.zeros_like(pos), pos, cfg)
+    assert detect_blowup(table, pos, np.zeros_like(pos), pos, cfg) is None
+
+
+def test_root_assist_is_off_by_default_and_reports_its_force(table):
+    motion = _walkish(table.rig)
+    assert track(table, motion).root_assist is None
+    cfg = TrackingConfig()
+    cfg.root_assist = dataclasses.replace(cfg.root_assist, enabled=True)
+    lifted = sim.Motion(30.0, motion.root_translations + np.array([0.0, 0.0, 0.1]), motion.rotations)
+    res = track(table, lifted, cfg)
+    assist = res.root_assist
+    assert assist is not None and assist["mean_force_n"] > 0
+    assert assist["max_force_body_weights"] <= cfg.root_assist.max_force_body_weights + 1e-4
+
+
+def test_target_filter_hook(table):
+    motion = _walkish(table.rig)
+    plain = track(table, motion)
+    same = track(table, motion, target_filter=lambda m: m)
+    np.testing.assert_allclose(same.target_coords, plain.target_coords, atol=1e-9)
+    np.testing.assert_allclose(same.body_pos, plain.body_pos, atol=1e-6)
+    rest = table.rig.rest_rotations
+
+    def freeze(m: sim.Motion) -> sim.Motion:
+        return sim.Motion(m.fps, m.root_translations, np.repeat(rest[None], m.frame_count, 0))
+
+    frozen = track(table, motion, target_filter=freeze)
+    rest_coords = table.joint_coordinates(table.body_transforms(freeze(motion))[1])
+    np.testing.assert_allclose(frozen.target_coords, rest_coords, atol=1e-9)
+
+
+def test_projection_beats_pd_on_body_error(table):
+    rig = table.rig
+    motion = _walkish(rig, frames=24)
+    # a lighter-gain character tracks poorly with plain PD: room for the projection to improve
+    ch = build_character(rig, motion, CharacterConfig(stiffness_hz=4.0))
+    ref = reference_trajectory(ch, motion)
+    pd = track(ch, ref)
+    cfg = ProjectionConfig(samples=8, iterations=2, window_frames=8, commit_frames=4, ilc_passes=0)
+    pr = project(ch, ref, TrackingConfig(), cfg)
+    assert pr.ok and pd.blowup is None
+
+    def err(r):
+        return np.linalg.norm(r.body_pos - ref.body_pos[: len(r.body_pos)], axis=-1).mean()
+
+    assert err(pr) < err(pd)
+    again = project(ch, ref, TrackingConfig(), cfg)
+    np.testing.assert_array_equal(again.body_pos, pr.body_pos)  # seeded: reproducible

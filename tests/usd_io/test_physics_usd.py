@@ -1,0 +1,138 @@
+"""UsdPhysics stage of a physics character: validator-clean, and Newton's add_usd reads back the same
+bodies, masses, inertias, joints (frames, limits, drives, armature) and collision filters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from physics_rigs import table_quadruped
+
+import sim
+from sim.physics import build_character
+from sim.rotations import axis_angle_to_quat, quat_multiply, quat_normalize
+from usd_io import validate_stage
+from usd_io.physics_usd import write_physics_stage
+
+pytest.importorskip("pxr")
+newton = pytest.importorskip("newton")
+
+MASS_RTOL = 1e-6
+"""float32 storage in USD and Newton."""
+INERTIA_ATOL = 1e-7
+"""[kg m^2]; inertias here are ~1e-4..1e-1."""
+POS_ATOL = 1e-6
+ANGLE_ATOL = 1e-5
+"""[rad] limits round-trip through degrees in float32."""
+GAIN_RTOL = 1e-5
+
+
+def _motion(rig, rng, frames=8):
+    rot = np.repeat(rig.rest_rotations[None], frames, 0)
+    rot = quat_normalize(quat_multiply(rot, axis_angle_to_quat(rng.normal(size=(frames, rig.joint_count, 3)) * 0.3)))
+    return sim.Motion(30.0, np.repeat(rig.rest_translations[:1], frames, 0), rot)
+
+
+@pytest.fixture(scope="module")
+def character():
+    rig = table_quadruped()
+    ch = build_character(rig, _motion(rig, np.random.default_rng(7)))
+    ch.limit_lower[2] = -np.inf  # one unlimited joint: authored as -inf..inf, still three DOFs
+    ch.limit_upper[2] = np.inf
+    # one extra filtered non-adjacent pair travels as FilteredPairsAPI
+    ch.collision_filter_pairs = sorted({*ch.collision_filter_pairs, (1, 4)})
+    return ch
+
+
+def _read_back(path):
+    builder = newton.ModelBuilder(up_axis=newton.Axis.Z)
+    builder.add_usd(str(path))
+    return builder
+
+
+def test_stage_is_validator_clean(tmp_path, character):
+    path = tmp_path / "physics.usda"
+    write_physics_stage(path, character)
+    assert validate_stage(path, include_warnings=True) == []
+    from pxr import Usd, UsdGeom, UsdPhysics
+
+    stage = Usd.Stage.Open(str(path))
+    assert UsdGeom.GetStageUpAxis(stage) == "Z"
+    assert UsdGeom.GetStageMetersPerUnit(stage) == 1.0
+    assert UsdPhysics.GetStageKilogramsPerUnit(stage) == 1.0
+    root = stage.GetPrimAtPath("/World/table")
+    assert root.HasAPI(UsdPhysics.ArticulationRootAPI)
+    scene = UsdPhysics.Scene(stage.GetPrimAtPath("/World/PhysicsScene"))
+    assert scene.GetGravityMagnitudeAttr().Get() == pytest.approx(9.81)
+    assert list(scene.GetGravityDirectionAttr().Get()) == [0.0, 0.0, -1.0]
+
+
+def test_add_usd_reads_back_bodies_joints_masses_and_limits(tmp_path, character):
+    path = tmp_path / "physics.usda"
+    write_physics_stage(path, character)
+    b = _read_back(path)
+    ch = character
+    B = ch.body_count
+    assert b.body_count == B and b.joint_count == B
+    labels = [lab.rsplit("/", 1)[-1] for lab in b.body_label]
+    order = [labels.index(n) for n in ch.body_names]  # newton body index of each character body
+    np.testing.assert_allclose(np.array(b.body_mass)[order], ch.body_mass, rtol=MASS_RTOL)
+    np.testing.assert_allclose(np.array(b.body_com)[order], ch.body_com, atol=POS_ATOL)
+    inertia = np.array(b.body_inertia).reshape(-1, 3, 3)[order]
+    np.testing.assert_allclose(inertia, ch.body_inertia, atol=INERTIA_ATOL)
+
+    jtypes = [int(t) for t in b.joint_type]
+    qd_start = list(b.joint_qd_start)
+    child_of = {int(c): j for j, c in enumerate(b.joint_child)}
+    for k in range(B):
+        j = child_of[order[k]]
+        if k == 0:
+            assert jtypes[j] == int(newton.JointType.FREE)
+            continue
+        assert jtypes[j] == int(newton.JointType.D6)
+        assert int(b.joint_parent[j]) == order[int(ch.body_parent[k])]
+        xp = np.array(b.joint_X_p[j], dtype=np.float64)
+        xc = np.array(b.joint_X_c[j], dtype=np.float64)
+        np.testing.assert_allclose(xp[:3], ch.parent_anchor_pos[k], atol=POS_ATOL)
+        np.testing.assert_allclose(abs(xp[3:] @ ch.parent_anchor_rot[k]), 1.0, atol=1e-6)
+        np.testing.assert_allclose(xc[:3], 0.0, atol=POS_ATOL)
+        np.testing.assert_allclose(abs(xc[3:] @ ch.child_anchor_rot[k]), 1.0, atol=1e-6)
+        dofs = slice(qd_start[j], qd_start[j] + 3)
+        assert tuple(b.joint_dof_dim[j]) == (0, 3)  # three rotational coordinates, translations locked
+        axes = np.array(b.joint_axis[dofs])
+        np.testing.assert_allclose(axes, np.eye(3), atol=1e-7)
+        lo, hi = np.array(b.joint_limit_lower[dofs]), np.array(b.joint_limit_upper[dofs])
+        want_lo, want_hi = ch.limit_lower[k], ch.limit_upper[k]
+        fin = np.isfinite(want_lo)
+        np.testing.assert_allclose(lo[fin], want_lo[fin], atol=ANGLE_ATOL)
+        np.testing.assert_allclose(hi[fin], want_hi[fin], atol=ANGLE_ATOL)
+        assert np.all(np.abs(lo[~fin]) > 1e6) and np.all(hi[~fin] > 1e6)
+        np.testing.assert_allclose(np.array(b.joint_target_ke[dofs]), ch.stiffness[k], rtol=GAIN_RTOL)
+        np.testing.assert_allclose(np.array(b.joint_target_kd[dofs]), ch.damping[k], rtol=GAIN_RTOL)
+        np.testing.assert_allclose(np.array(b.joint_armature[dofs]), ch.armature[k], rtol=GAIN_RTOL)
+
+    # shapes: one capsule per body with the character's size; the extra filtered pair is filtered
+    shape_body = np.array(b.shape_body)
+    caps = [s for s in range(b.shape_count) if shape_body[s] >= 0]
+    assert len(caps) == B
+    for k in range(B):
+        (s,) = [s for s in caps if shape_body[s] == order[k]]
+        assert int(b.shape_type[s]) == int(newton.GeoType.CAPSULE)
+        np.testing.assert_allclose(b.shape_scale[s][:2], [ch.capsules[k].radius, ch.capsules[k].half_height],
+                                   atol=POS_ATOL)  # fmt: skip
+    shape_of = {int(shape_body[s]): s for s in caps}
+    filtered = {tuple(sorted(p)) for p in b.shape_collision_filter_pairs}
+    a, c = shape_of[order[1]], shape_of[order[4]]
+    assert tuple(sorted((a, c))) in filtered
+
+
+def test_units_are_scaled(tmp_path, character):
+    path = tmp_path / "cm.usda"
+    write_physics_stage(path, character, meters_per_unit=0.01, kilograms_per_unit=0.001)
+    from pxr import Usd, UsdPhysics
+
+    stage = Usd.Stage.Open(str(path))
+    name = character.body_names[0]
+    mass = UsdPhysics.MassAPI(stage.GetPrimAtPath(f"/World/table/{name}")).GetMassAttr().Get()
+    np.testing.assert_allclose(mass, character.body_mass[0] * 1000.0, rtol=MASS_RTOL)
+    scene = UsdPhysics.Scene(stage.GetPrimAtPath("/World/PhysicsScene"))
+    np.testing.assert_allclose(scene.GetGravityMagnitudeAttr().Get(), 981.0, rtol=1e-6)
