@@ -207,11 +207,11 @@ def run_interpolate(cfg: Interpolate) -> str:
 
 def run_evaluate(cfg: Evaluate) -> str:
     space = PoseSpace.load(cfg.checkpoint, cfg.sampling)
-    _, heldout = PoseSet.from_specs(cfg.data, cfg.fps).split_by_clip(cfg.heldout)
+    train_set, heldout = PoseSet.from_specs(cfg.data, cfg.fps).split_by_clip(cfg.heldout)
     if not heldout.rigs:
         raise InputError(", ".join(cfg.data), "heldout", f"no clip named {', '.join(cfg.heldout)}")
     t0 = time.perf_counter()
-    metrics = evaluate(space, heldout, cfg.eval)
+    metrics = evaluate(space, heldout, cfg.eval, train_set)
     metrics["seconds"] = time.perf_counter() - t0
     cfg.output.mkdir(parents=True, exist_ok=True)
     with atomic_output(cfg.output / "metrics.json") as tmp:

@@ -1,71 +1,107 @@
-"""Small batched solvers on pose tensors: Levenberg-Marquardt for inverse kinematics."""
+"""Batched damped-least-squares inverse kinematics on local joint rotations (NumPy)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 
-import torch
+import numpy as np
 
-__all__ = ["levenberg_marquardt"]
+__all__ = ["damped_least_squares_ik"]
 
 
-def levenberg_marquardt(
-    residual_fn: Callable[[torch.Tensor], torch.Tensor],
-    x: torch.Tensor,
-    mask: torch.Tensor,
+def _fk_numpy(parents: np.ndarray, local_t: np.ndarray, local_q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """World positions (B, J, 3) and rotations (B, J, 4) by a loop over joints (parents-first)."""
+    from sim.rotations import quat_multiply, quat_rotate
+
+    B, J = local_q.shape[:2]
+    pos = np.zeros((B, J, 3))
+    rot = np.zeros((B, J, 4))
+    for j in range(J):
+        p = parents[j]
+        if p < 0:
+            pos[:, j], rot[:, j] = local_t[:, j], local_q[:, j]
+        else:
+            pos[:, j] = pos[:, p] + quat_rotate(rot[:, p], local_t[:, j])
+            rot[:, j] = quat_multiply(rot[:, p], local_q[:, j])
+    return pos, rot
+
+
+def damped_least_squares_ik(
+    rig,
+    local_q: np.ndarray,
+    active: np.ndarray,
+    effectors: Sequence[int],
+    targets: np.ndarray,
     iters: int,
-    prior: torch.Tensor | None = None,
-    prior_weight: float = 0.0,
-    damping: float = 1e-2,
-) -> torch.Tensor:
-    """Minimizes ``|r(x)|^2 + prior_weight |x - prior|^2`` per batch element by Levenberg-Marquardt.
+    damping: float,
+    root_translation: np.ndarray | None = None,
+) -> np.ndarray:
+    """Damped least-squares IK on local joint rotations (the classic Jacobian-transpose-with-damping solve).
 
-    The Jacobian of the residuals comes from one backward pass per residual component (the residual function may
-    contain Warp ops, which support repeated backward passes through a retained graph).
+    The Jacobian of effector ``e`` w.r.t. a world-frame rotation increment ``w_j`` at an ancestor ``j`` is
+    ``-[p_e - p_j]_x``; the step ``(J^T J + damping^2 I)^-1 J^T r`` is applied as ``W_j <- exp(w_j) W_j``,
+    i.e. ``local_j <- (W_parent^-1 exp(w_j) W_parent) local_j``. The root may only tilt (no rotation about up:
+    poses have no heading). Every pose keeps its best iterate.
 
     Args:
-        residual_fn: ``x (B, J, C) -> r (B, M)``.
-        x: start, shape (B, J, C).
-        mask: joints that move, shape (J,), bool.
+        rig: the rig (parents, rest translations).
+        local_q: local joint rotations [quat xyzw], shape (B, J, 4).
+        active: joints that may rotate, shape (J,), bool.
+        effectors: joint indices with targets (H of them).
+        targets: effector targets in skeleton space [m], shape (B, H, 3).
         iters: iterations.
-        prior: point the regularizer pulls towards (default: the start).
-        prior_weight: regularizer weight.
-        damping: initial Marquardt damping (scaled by the diagonal of ``J^T J``).
+        damping: damping [m] (in the units of the residual: larger is slower and steadier).
+        root_translation: root positions [m], shape (B, 3) or (3,); the rest position when None.
 
     Returns:
-        The solution, shape (B, J, C); each element never has a higher cost than its start.
+        Local rotations, shape (B, J, 4).
     """
-    x = x.detach().clone()
-    prior = x.clone() if prior is None else prior.detach()
-    B, _, C = x.shape
-    cols = mask.nonzero().flatten()
-    D = len(cols) * C
-    lam = torch.full((B,), damping, dtype=x.dtype)
-    eye = torch.eye(D, dtype=x.dtype)
+    from sim.rotations import axis_angle_to_quat, quat_conjugate, quat_multiply, quat_normalize
 
-    def cost(y: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
-        return (r**2).sum(1) + prior_weight * ((y - prior)[:, cols] ** 2).sum(dim=(1, 2))
+    q = np.array(local_q, dtype=np.float64)
+    B, J = q.shape[:2]
+    eff = np.asarray(effectors)
+    parents = np.asarray(rig.parents)
+    t = np.broadcast_to(rig.rest_translations, (B, J, 3)).copy()
+    if root_translation is not None:
+        t[:, 0] = np.broadcast_to(root_translation, (B, 3))
+    cols = np.flatnonzero(active)
+    anc = np.zeros((len(eff), len(cols)), dtype=bool)  # column joint is a strict ancestor of the effector
+    for i, e in enumerate(eff):
+        k = parents[e]
+        while k >= 0:
+            anc[i, np.searchsorted(cols, k)] = active[k]
+            k = parents[k]
+    root_col = np.searchsorted(cols, 0)
 
+    def residual(qq):
+        pos, rot = _fk_numpy(parents, t, qq)
+        return pos, rot, targets - pos[:, eff]
+
+    pos, rot, r = residual(q)
+    best_q, best = q.copy(), (r**2).sum(axis=(1, 2))
     for _ in range(iters):
-        xg = x.clone().requires_grad_(True)
-        r = residual_fn(xg)
-        M = r.shape[1]
-        rows = []
-        for k in range(M):
-            (g,) = torch.autograd.grad(r[:, k].sum(), xg, retain_graph=k < M - 1)
-            rows.append(g[:, cols].reshape(B, D))
-        jac = torch.stack(rows, dim=1)  # (B, M, D)
-        r = r.detach()
-        jtj = jac.transpose(1, 2) @ jac
-        grad = (jac.transpose(1, 2) @ r[..., None])[..., 0] + prior_weight * (x - prior)[:, cols].reshape(B, D)
-        diag = torch.diagonal(jtj, dim1=1, dim2=2)
-        a = jtj + prior_weight * eye + lam[:, None, None] * torch.diag_embed(diag + 1e-9)
-        step = torch.linalg.solve(a, -grad[..., None])[..., 0]
-        trial = x.clone()
-        trial[:, cols] = x[:, cols] + step.view(B, len(cols), C)
-        with torch.no_grad():
-            before, after = cost(x, r), cost(trial, residual_fn(trial))
-        better = after < before
-        x = torch.where(better[:, None, None], trial, x)
-        lam = torch.where(better, lam / 3.0, lam * 4.0).clamp(1e-7, 1e7)
-    return x
+        # J[b, 3h + a, 3c + k] = (e_k x (p_e - p_j))_a for ancestor j = cols[c]
+        lever = pos[:, eff][:, :, None, :] - pos[:, cols][:, None, :, :]  # (B, H, C, 3)
+        jac = np.zeros((B, len(eff), 3, len(cols), 3))
+        for k in range(3):
+            e = np.zeros(3)
+            e[k] = 1.0
+            jac[:, :, :, :, k] = np.cross(e, lever).transpose(0, 1, 3, 2)  # d p_e[a] / d w_j[k]
+        jac = jac * anc[None, :, None, :, None]
+        jac[:, :, :, root_col, 2] = 0.0  # the root only tilts
+        jm = jac.reshape(B, 3 * len(eff), 3 * len(cols))
+        a = np.einsum("bmi,bmj->bij", jm, jm) + damping**2 * np.eye(3 * len(cols))
+        g = np.einsum("bmi,bm->bi", jm, r.reshape(B, -1))
+        w = np.linalg.solve(a, g[..., None])[..., 0].reshape(B, len(cols), 3)
+        inc = axis_angle_to_quat(w)  # world-frame increments
+        par = parents[cols]
+        wp = np.where((par >= 0)[None, :, None], rot[:, np.maximum(par, 0)], np.array([0.0, 0.0, 0.0, 1.0]))
+        local_inc = quat_multiply(quat_multiply(quat_conjugate(wp), inc), wp)
+        q = q.copy()
+        q[:, cols] = quat_normalize(quat_multiply(local_inc, q[:, cols]))
+        pos, rot, r = residual(q)
+        cost = (r**2).sum(axis=(1, 2))
+        better = cost < best
+        best_q[better], best[better] = q[better], cost[better]
+    return best_q

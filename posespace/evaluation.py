@@ -30,6 +30,11 @@ class EvalConfig:
     """Poses sampled per skeleton."""
     prdc_k: int = 5
     """k of the PRDC k-NN balls."""
+    prdc_stride: int = 6
+    """PRDC compares samples with every n-th held-out pose (consecutive frames are near-duplicates whose tiny
+    k-NN balls would measure frame spacing, not the pose distribution): 10 fps at the default 60 fps ..."""
+    prdc_min_real: int = 30
+    """... but at least this many held-out poses (smaller stride for short clips)."""
     max_real: int = 500
     """Held-out poses used (evenly subsampled)."""
     ik_poses: int = 100
@@ -60,8 +65,16 @@ def _subsample(x: np.ndarray, n: int) -> np.ndarray:
     return x if len(x) <= n else x[np.linspace(0, len(x) - 1, n).round().astype(int)]
 
 
-def evaluate_rig(space: PoseSpace, rig: Rig, real: np.ndarray, cfg: EvalConfig | None = None) -> dict:
-    """Every figure for one skeleton against its held-out 6D poses ``real`` (N, J, 6)."""
+def evaluate_rig(
+    space: PoseSpace, rig: Rig, real: np.ndarray, cfg: EvalConfig | None = None, train_poses: np.ndarray | None = None
+) -> dict:
+    """Every figure for one skeleton against its held-out 6D poses ``real`` (N, J, 6).
+
+    Args:
+        train_poses: the skeleton's training poses, when known: PRDC of the training data itself against the
+            held-out poses is reported as ``prdc_training_data`` (what a model that reproduced its training set
+            exactly would score).
+    """
     cfg = cfg or EvalConfig()
     rng = np.random.default_rng(cfg.seed)
     pr = space.pose_rig(rig)
@@ -78,7 +91,14 @@ def evaluate_rig(space: PoseSpace, rig: Rig, real: np.ndarray, cfg: EvalConfig |
     out["unguided_sample_validity"] = val.check(unguided).rates()["valid"]
     out["apd"] = apd(pr, samples)
     out["apd_heldout"] = apd(pr, real)
-    out["prdc"] = prdc(pose_features(pr, real), pose_features(pr, samples), cfg.prdc_k)
+    stride = max(1, min(cfg.prdc_stride, len(real) // cfg.prdc_min_real))
+    real_prdc = pose_features(pr, real[::stride])
+    out["prdc_heldout_poses"] = len(real_prdc)
+    out["prdc"] = prdc(real_prdc, pose_features(pr, samples), cfg.prdc_k)
+    out["prdc_unguided"] = prdc(real_prdc, pose_features(pr, unguided), cfg.prdc_k)
+    if train_poses is not None and len(train_poses) > cfg.prdc_k:
+        pick = rng.choice(len(train_poses), min(cfg.samples, len(train_poses)), replace=False)
+        out["prdc_training_data"] = prdc(real_prdc, pose_features(pr, train_poses[pick]), cfg.prdc_k)
 
     # IK: end-effector positions of held-out poses as handles
     ik_real = real[rng.choice(len(real), min(cfg.ik_poses, len(real)), replace=False)]
@@ -179,13 +199,19 @@ def evaluate_zero_shot(space: PoseSpace, source: str, cfg: EvalConfig | None = N
     return out
 
 
-def evaluate(space: PoseSpace, heldout: PoseSet, cfg: EvalConfig | None = None) -> dict:
-    """Figures for every held-out skeleton and every zero-shot skeleton."""
+def evaluate(space: PoseSpace, heldout: PoseSet, cfg: EvalConfig | None = None, train: PoseSet | None = None) -> dict:
+    """Figures for every held-out skeleton and every zero-shot skeleton.
+
+    Args:
+        train: the training poses (optional): adds each skeleton's ``prdc_training_data`` reference.
+    """
     cfg = cfg or EvalConfig()
-    return {
-        "heldout": {
-            r.pose_rig.rig.name: {"clips": r.clip_names, **evaluate_rig(space, r.pose_rig.rig, r.poses, cfg)}
-            for r in heldout.rigs
-        },
-        "zero_shot": {s: evaluate_zero_shot(space, s, cfg) for s in cfg.zero_shot},
-    }
+    out: dict = {"heldout": {}, "zero_shot": {}}
+    for r in heldout.rigs:
+        rig = r.pose_rig.rig
+        seen = train.find(rig) if train is not None else None
+        figures = evaluate_rig(space, rig, r.poses, cfg, None if seen is None else seen.poses)
+        out["heldout"][rig.name] = {"clips": r.clip_names, **figures}
+    for source in cfg.zero_shot:
+        out["zero_shot"][source] = evaluate_zero_shot(space, source, cfg)
+    return out

@@ -8,7 +8,7 @@ predicted clean pose, plus a short final descent ("polish") of the same loss on 
   manifold come back almost unchanged (inversion and denoising are inverse maps of the same ODE), poses that fail
   a validator are pushed to pass.
 * ``ik(rig, handles)``: sparse joint-position targets; guidance is the handle error (plus validators), then
-  Levenberg-Marquardt on the handle residuals pulls the clean pose onto the handles.
+  damped least squares on the local rotations pulls the sampled pose onto the handles.
 * ``interpolate(rig, a, b, steps)``: invert both ends to noise, slerp the noise, denoise every step.
 * ``target_filter(rig)``: a plain callable ``Motion -> Motion`` for the physics controller that projects the
   target frames that fail a validator and passes valid ones through.
@@ -24,8 +24,9 @@ import numpy as np
 import torch
 
 from sim import Motion, Rig
+from sim.rotations import quat_to_rot6d, rot6d_to_quat
 
-from ._solvers import levenberg_marquardt
+from ._solvers import damped_least_squares_ik
 from .data import collate_poses
 from .diffusion import Conditioning, DiffusionConfig, GaussianDiffusion
 from .model import ModelConfig, PoseDenoiser
@@ -61,12 +62,15 @@ class SamplingConfig:
     """DDIM steps each way in an interpolation."""
     interpolation_time: float = 0.9
     """Interpolation inverts both ends to this time."""
-    ik_steps: int = 16
-    """DDIM steps of an IK solve."""
-    ik_lm_iters: int = 8
-    """Levenberg-Marquardt iterations refining an IK solution on the clean pose (handles only)."""
-    ik_prior_weight: float = 1e-5
-    """Pull of the LM refinement towards the diffusion solution [(fraction of height)^2 per model unit^2]."""
+    ik_steps: int = 6
+    """DDIM steps of an IK solve (guided by the handles and the validators)."""
+    ik_guidance_iters: int = 1
+    """Polyak steps of the handle + validator loss per IK denoising step."""
+    ik_dls_iters: int = 10
+    """Damped-least-squares iterations pulling the sampled pose onto the handles (then half as many again after
+    a validator step)."""
+    ik_damping: float = 0.01
+    """Damping of the least-squares steps [fraction of the rig height]."""
     ik_validator_weight: float = 1.0
     """Weight of the validator loss against the handle loss [(fraction of height)^2] during IK."""
     batch: int = 512
@@ -300,16 +304,24 @@ class PoseSpace:
 
             both = lambda x, r=residuals: (r(x) ** 2).sum(1) + s.ik_validator_weight * val(x)  # noqa: E731
             x0 = self.diffusion.sample(self.model, ctx.cond(m), s.ik_steps, gen, self._guide_all(ctx, both))
-            x0 = levenberg_marquardt(residuals, x0, ctx.mask, s.ik_lm_iters, prior_weight=s.ik_prior_weight)
+            x0 = self._dls(ctx, x0, idx, tgt, s.ik_dls_iters)
             x0 = self._polyak(ctx, x0, both, s.guidance_iters, s.guidance_damping)
-            x0 = levenberg_marquardt(residuals, x0, ctx.mask, max(s.ik_lm_iters // 2, 1),
-                                     prior_weight=s.ik_prior_weight)  # fmt: skip
+            x0 = self._dls(ctx, x0, idx, tgt, max(s.ik_dls_iters // 2, 1))
             out.append(self.to_pose(ctx, x0).numpy())
         return _orthonormal(np.concatenate(out))
 
+    def _dls(self, ctx: _RigContext, x: torch.Tensor, idx: list[int], tgt: torch.Tensor, iters: int) -> torch.Tensor:
+        """Damped least squares on the handles from model tokens ``x``; returns tokens."""
+        pr = ctx.pose_rig
+        local = pr.decode_quats(rot6d_to_quat(self.to_pose(ctx, x).detach().double().numpy()))
+        root = np.zeros(3)  # the handles are relative to the root (see ik_poses)
+        local = damped_least_squares_ik(pr.rig, local, pr.active, idx, tgt.double().numpy(), iters,
+                                        self.sampling.ik_damping * pr.height, root)  # fmt: skip
+        return self.to_model(ctx, _orthonormal(quat_to_rot6d(pr.encode_rotations(local))))
+
     def _guide_all(self, ctx: _RigContext, loss_fn):
         s = self.sampling
-        return lambda x0, t: self._polyak(ctx, x0, loss_fn, s.guidance_iters, s.guidance_damping)
+        return lambda x0, t: self._polyak(ctx, x0, loss_fn, s.ik_guidance_iters, s.guidance_damping)
 
     def ik(
         self,

@@ -61,7 +61,7 @@ def test_ik_and_interpolate(checkpoint, tmp_path):
     ik = tmp_path / "ik.usda"
     text = ok(run("ik", "--checkpoint", str(checkpoint), "--rig", "procedural:quadruped", "--handles-from-frames",
                   "0", "5", "--output", str(ik), "--sampling.ik-steps", "2",
-                  "--sampling.ik-lm-iters", "2"))  # fmt: skip
+                  "--sampling.ik-dls-iters", "2"))  # fmt: skip
     assert "ms/pose" in text
     assert read_animation(ik).shape[0] == 2
     path = tmp_path / "path.usda"
@@ -78,7 +78,7 @@ def test_evaluate_writes_metrics(checkpoint, tmp_path):
            "--heldout", "idle", "--eval.samples", "8", "--eval.max-real", "30", "--eval.ik-poses", "2",
            "--eval.projection-poses", "2", "--eval.interpolation-pairs", "1", "--eval.interpolation-steps", "3",
            "--eval.zero-shot", "procedural:biped", "--sampling.project-steps", "1", "--sampling.ik-steps", "1",
-           "--sampling.ik-lm-iters", "1", "--sampling.interpolation-steps", "1", *FAST_SAMPLING))  # fmt: skip
+           "--sampling.ik-dls-iters", "1", "--sampling.interpolation-steps", "1", *FAST_SAMPLING))  # fmt: skip
     metrics = json.loads((out / "metrics.json").read_text())
     quad = metrics["heldout"]["quadruped"]
     for key in ("sample_validity", "apd", "prdc", "ik", "projection", "interpolation", "heldout_validity"):
