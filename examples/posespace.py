@@ -2,6 +2,8 @@
 # evaluate it. Every command that writes poses writes a UsdSkel stage (one SkelAnimation, one pose per frame).
 #
 #   .venv/bin/python examples/posespace.py train --output runs/posespace                 # acceptance training
+#   .venv/bin/torchrun --nproc_per_node 4 examples/posespace.py train --output runs/ps   # several processes
+#       (or `accelerate launch [--multi_gpu] [--num_machines N ...] examples/posespace.py train ...`)
 #   .venv/bin/python examples/posespace.py sample --checkpoint runs/posespace/posespace.pt \
 #       --rig ../shared/assets/gltf/Fox.glb --count 64 --output out/fox_samples.usda
 #   .venv/bin/python examples/posespace.py ik --checkpoint runs/posespace/posespace.pt \
@@ -16,6 +18,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -225,7 +228,8 @@ def main(cfg) -> int:
     try:
         if isinstance(cfg, TrainConfig):
             train(cfg)
-            print(f"wrote {Path(cfg.output) / 'posespace.pt'}")
+            if os.environ.get("RANK", "0") == "0":  # torchrun / accelerate launch: one line from the main process
+                print(f"wrote {Path(cfg.output) / 'posespace.pt'}")
             return 0
         out = cfg.output / "config.json" if isinstance(cfg, Evaluate) else cfg.output.with_suffix(".config.json")
         run = {Sample: run_sample, Ik: run_ik, Interpolate: run_interpolate, Evaluate: run_evaluate}[type(cfg)]

@@ -31,10 +31,9 @@ class EvalConfig:
     prdc_k: int = 5
     """k of the PRDC k-NN balls."""
     prdc_stride: int = 6
-    """PRDC compares samples with every n-th held-out pose (consecutive frames are near-duplicates whose tiny
-    k-NN balls would measure frame spacing, not the pose distribution): 10 fps at the default 60 fps ..."""
-    prdc_min_real: int = 30
-    """... but at least this many held-out poses (smaller stride for short clips)."""
+    """PRDC compares samples with every n-th held-out pose: 10 fps at the default 60 fps. Consecutive frames
+    are near-duplicates whose tiny k-NN balls would measure the frame spacing along one trajectory rather than
+    the pose distribution. (Shorter strides only for clips with fewer than k + 2 poses at this one.)"""
     max_real: int = 500
     """Held-out poses used (evenly subsampled)."""
     ik_poses: int = 100
@@ -91,7 +90,7 @@ def evaluate_rig(
     out["unguided_sample_validity"] = val.check(unguided).rates()["valid"]
     out["apd"] = apd(pr, samples)
     out["apd_heldout"] = apd(pr, real)
-    stride = max(1, min(cfg.prdc_stride, len(real) // cfg.prdc_min_real))
+    stride = max(1, min(cfg.prdc_stride, len(real) // (cfg.prdc_k + 2)))
     real_prdc = pose_features(pr, real[::stride])
     out["prdc_heldout_poses"] = len(real_prdc)
     out["prdc"] = prdc(real_prdc, pose_features(pr, samples), cfg.prdc_k)

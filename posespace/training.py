@@ -128,6 +128,7 @@ def train(cfg: TrainConfig, pose_set: PoseSet | None = None) -> PoseSpace:
     torch.manual_seed(cfg.seed)
     acc = Accelerator(cpu=not torch.cuda.is_available())
     main = acc.is_main_process
+    device = torch.device("cpu") if acc.device.type == "cpu" else acc.device
     out = Path(cfg.output)
     if main:
         out.mkdir(parents=True, exist_ok=True)
@@ -143,7 +144,7 @@ def train(cfg: TrainConfig, pose_set: PoseSet | None = None) -> PoseSpace:
     for r in train_set.rigs:
         cal = calibrate(r.pose_rig, r.poses, cfg.validators)
         calibrations[r.pose_rig.signature] = cal
-        validators.append(PoseValidators(r.pose_rig, cal, cfg.validators, device=acc.device))
+        validators.append(PoseValidators(r.pose_rig, cal, cfg.validators, device=device))
 
     model = PoseDenoiser(cfg.model)
     ema = PoseDenoiser(cfg.model)
@@ -163,7 +164,7 @@ def train(cfg: TrainConfig, pose_set: PoseSet | None = None) -> PoseSpace:
     sampler = PoseBatchSampler(train_set, cfg.batch_size, scale, cfg.augment, cfg.rig_weights, cfg.seed + start,
                                acc.process_index)  # fmt: skip
     pose_rigs = sampler.pose_rigs
-    active_index = [torch.as_tensor(pr.active_index, dtype=torch.long, device=acc.device) for pr in pose_rigs]
+    active_index = [torch.as_tensor(pr.active_index, dtype=torch.long, device=device) for pr in pose_rigs]
 
     def make_space() -> PoseSpace:
         return PoseSpace(_copy(ema), scale, calibrations, cfg.validators, diffusion=cfg.diffusion)
@@ -183,7 +184,7 @@ def train(cfg: TrainConfig, pose_set: PoseSet | None = None) -> PoseSpace:
     bar = tqdm(range(start, cfg.steps), disable=not (main and cfg.progress), desc="posespace", dynamic_ncols=True)
     t0 = time.time()
     for step in bar:
-        batch = sampler.sample().to(acc.device)
+        batch = sampler.sample().to(device)
         cond = Conditioning(batch.features, batch.distances, batch.mask)
         mse, x0_hat, t = diffusion.training_terms(model, batch.x, cond)
         loss = mse.mean()
@@ -225,6 +226,8 @@ def train(cfg: TrainConfig, pose_set: PoseSet | None = None) -> PoseSpace:
             save(cfg.steps)
         space.save(out / "posespace.pt")
         summary = {
+            "processes": acc.num_processes,
+            "distributed_type": str(acc.distributed_type),
             "scale": scale,
             "train": repr(train_set),
             "log": log,

@@ -241,7 +241,9 @@ class PoseValidators:
         self.config = cfg = config or ValidatorConfig()
         self.pose_rig = pose_rig
         self.calibration = calibration or RigCalibration(JointLimits.default(pose_rig, cfg))
-        self.device, self.dtype = torch.device(device), dtype
+        device = torch.device(device)
+        # torch tensors report plain "cpu"; accelerate may hand out "cpu:0", which TorchRig would reject
+        self.device, self.dtype = (torch.device("cpu") if device.type == "cpu" else device), dtype
         body = pose_rig.body
         self.torch_rig = TorchRig(body.sphere_rig(pose_rig.rig), self.device, dtype)
         self.candidate_pairs = self._candidate_pairs()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
@@ -206,3 +207,17 @@ def test_clip_spec_parsing():
     g = parse_clip_spec("gaits:quadruped*5")
     assert g.source == "gaits:quadruped" and g.count == 5 and g.clips is None
     assert str(g) == "gaits:quadruped*5"
+
+
+def test_pose_set_reads_usd_stages(tmp_path, make_stick, make_walk):
+    """Trajectories written as UsdSkel (e.g. by distillation) are a clip source like any other."""
+    pytest.importorskip("pxr")
+    from usd_io import write_usdskel
+
+    rig = make_stick()
+    walk = make_walk(rig, 30)
+    path = tmp_path / "distilled.usda"
+    write_usdskel(path, rig, [walk])
+    ps = PoseSet.from_specs([f"{path}#walk"], fps=30.0)
+    assert len(ps.rigs) == 1 and ps.rigs[0].clip_names == [f"{path}#walk"]
+    np.testing.assert_allclose(ps.rigs[0].poses, PoseRig(rig).encode(walk), atol=1e-5)
