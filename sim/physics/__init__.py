@@ -21,6 +21,7 @@ from .config import (
     SolverConfig,
     TrackingConfig,
 )
+from .feasibility import dynamic_feasibility
 from .metrics import contact_summary, self_penetration, tracking_metrics
 from .newton_model import CharacterSimulation, build_newton_builder, build_newton_model, substeps_for
 from .projection import project
@@ -71,6 +72,7 @@ __all__ = [
     "contact_summary",
     "detect_blowup",
     "detect_fall",
+    "dynamic_feasibility",
     "euler_xyz_to_quat",
     "ground_offset",
     "ground_offsets",

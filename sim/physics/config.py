@@ -192,6 +192,9 @@ class ProjectionConfig:
     """MPPI temperature relative to the cost spread of the iteration (smaller = greedier)."""
     max_offset_deg: float = 45.0
     """Clamp of the target offsets [deg]."""
+    passes: int = 3
+    """Sweeps over the clip; each starts from the previous sweep's plan (its windows' first rollout), and the
+    sweep that tracked best is returned."""
     ilc_passes: int = 2
     """Iterative-learning passes before MPPI: whole-clip PD runs whose joint-angle errors are added back to the
     targets (cheap first correction of gravity sag)."""
@@ -201,7 +204,7 @@ class ProjectionConfig:
     """Cost weight of body position error (relative to the character height, squared)."""
     root_weight: float = 4.0
     """Extra cost weight of the root body's position error."""
-    rotation_weight: float = 0.02
+    rotation_weight: float = 0.1
     """Cost weight of body orientation error [rad^2]."""
     velocity_weight: float = 0.01
     """Cost weight of body velocity error (in heights per second, squared)."""

@@ -11,6 +11,7 @@ from ..kinematics import pose_motion, skin_motion
 from ..motion import Motion
 from ..rotations import quat_conjugate, quat_multiply
 from .character import PhysicsCharacter
+from .feasibility import dynamic_feasibility
 from .tracking import ReferenceTrajectory, TrackingResult
 
 __all__ = ["contact_summary", "self_penetration", "tracking_metrics"]
@@ -80,7 +81,9 @@ def tracking_metrics(
     ``success`` (no blow-up, not fallen), ``max_ground_penetration_m``, ``mean_ground_penetration_m``,
     ``foot_skate_ratio``, ``floating_ratio``, ``max_self_penetration_m``, ``realtime_factor``, the same contact
     metrics with a ``reference_`` prefix measured on the kinematic input (scaled and looped, unmodified) and
-    with a ``target_`` prefix on the reference actually tracked (re-rooted, grounded), and ``root_assist``.
+    with a ``target_`` prefix on the reference actually tracked (re-rooted, grounded), ``root_assist``, and the
+    approximate centroidal feasibility (:func:`dynamic_feasibility`) of target and result
+    (``target_dynamic_infeasible_ratio``, ``target_mean_zmp_excess_m``, ``dynamic_infeasible_ratio``, ...).
     """
     n = len(result.body_pos)
     h = character.height
@@ -121,6 +124,17 @@ def tracking_metrics(
     out["target_max_self_penetration_m"] = self_penetration(character, reference.body_pos, reference.body_rot)[
         "max_self_penetration_m"
     ]
+    # centroidal feasibility (approximate: finite differences) of the target and, for calibration, of the result
+    if reference.frame_count >= 3:
+        feas = dynamic_feasibility(character, reference.body_pos, reference.body_rot, reference.fps,
+                                   ground_height=ground_height)  # fmt: skip
+        out["target_dynamic_infeasible_ratio"] = feas["infeasible_ratio"]
+        out["target_mean_zmp_excess_m"] = feas["mean_zmp_excess_m"]
+    if n >= 3:
+        feas = dynamic_feasibility(character, result.body_pos, result.body_rot, reference.fps,
+                                   ground_height=ground_height)  # fmt: skip
+        out["dynamic_infeasible_ratio"] = feas["infeasible_ratio"]
+        out["mean_zmp_excess_m"] = feas["mean_zmp_excess_m"]
     if kinematic_input is not None:
         for k, v in contact_summary(character.rig, kinematic_input, ground_height).items():
             out[f"reference_{k}"] = v

@@ -87,65 +87,16 @@ def _ilc_plan(
     return plan
 
 
-def project(
-    character: PhysicsCharacter,
-    reference: Motion | ReferenceTrajectory,
-    tracking: TrackingConfig | None = None,
-    cfg: ProjectionConfig | None = None,
-    *,
-    target_filter: TargetFilter | None = None,
-    progress: ProgressCallback | None = None,
-) -> TrackingResult:
-    """Optimizes the PD targets with contact-aware MPPI and returns the simulated motion they produce.
+def _mppi_pass(character, ref, sim, tracking, cfg, plan_flat, target_filter, rng, progress, pass_index) -> dict:
+    """One receding-horizon MPPI sweep over the clip, starting from the reference's first frame.
 
-    Args:
-        character: the character.
-        reference: the reference motion (uniformly sampled) or its trajectory.
-        tracking: controller configuration (solver, contact, root assist: off by default).
-        cfg: projection configuration.
-        target_filter: optional pose-sequence filter; it constrains the plan (the initial targets and each
-            window's mean) -- samples perturb around the filtered mean.
-        progress: optional callback after each committed window.
-
-    Returns:
-        A :class:`TrackingResult` (``info`` holds the optimization statistics).
+    Returns the committed trajectory (``pos``, ``rot``, ``vel``), the optimized ``plan`` (F, C), ``blowup``, its
+    mean body ``error`` (heights), window costs and counters.
     """
-    from .newton_model import CharacterSimulation
-
-    tracking = tracking or TrackingConfig()
-    cfg = cfg or ProjectionConfig()
-    t_start = time.perf_counter()
-    ref = reference if isinstance(reference, ReferenceTrajectory) else reference_trajectory(character, reference)
     F, B, C = ref.frame_count, character.body_count, character.dof_count
-    rng = np.random.default_rng(cfg.seed)
-    plan = ref.coords.copy()
-    if target_filter is not None:
-        plan = apply_target_filter(character, ref, plan, target_filter)
-    if cfg.ilc_passes > 0:
-        plan = _ilc_plan(character, ref, tracking, cfg, plan)
-    ilc_time = time.perf_counter() - t_start
-
-    W = max(2, int(cfg.samples))
-    weights = {
-        "position": cfg.position_weight,
-        "root": cfg.root_weight,
-        "rotation": cfg.rotation_weight,
-        "velocity": cfg.velocity_weight,
-    }
-    sim = CharacterSimulation(
-        character,
-        ref.fps,
-        F,
-        W,
-        tracking.solver,
-        tracking.contact,
-        root_assist=tracking.root_assist,
-        root_reference=(ref.body_pos[:, 0], ref.body_rot[:, 0]),
-        cost_reference=(ref.body_pos, ref.body_rot, ref.com_vel),
-        cost_weights=weights,
-    )
+    W = sim.world_count
     dt = 1.0 / ref.fps
-    plan_flat = plan.reshape(F, C).copy()
+    plan_flat = plan_flat.copy()
     ref_flat = ref.coords.reshape(F, C)
     max_off = np.deg2rad(cfg.max_offset_deg)
 
@@ -252,7 +203,97 @@ def project(
         window_costs.append(cost_best)
         f0 += commit
         if progress is not None:
-            progress(f0, F, cost_best)
+            progress(f0 + pass_index * (F - 1), (F - 1) * max(1, cfg.passes) + 1, cost_best)
+    n = F if blowup is None else blowup.frame
+    err = np.linalg.norm(pos[:n] - ref.body_pos[:n], axis=-1).mean() / character.height if n else np.inf
+    return {
+        "pos": pos,
+        "rot": rot,
+        "vel": vel,
+        "plan": plan_flat,
+        "blowup": blowup,
+        "error": float(err),
+        "window_costs": window_costs,
+        "rollout_frames": rollout_frames,
+        "assist_sum": assist_sum,
+        "assist_max": assist_max,
+    }
+
+
+def project(
+    character: PhysicsCharacter,
+    reference: Motion | ReferenceTrajectory,
+    tracking: TrackingConfig | None = None,
+    cfg: ProjectionConfig | None = None,
+    *,
+    target_filter: TargetFilter | None = None,
+    progress: ProgressCallback | None = None,
+) -> TrackingResult:
+    """Optimizes the PD targets with contact-aware MPPI and returns the simulated motion they produce.
+
+    Args:
+        character: the character.
+        reference: the reference motion (uniformly sampled) or its trajectory.
+        tracking: controller configuration (solver, contact, root assist: off by default).
+        cfg: projection configuration.
+        target_filter: optional pose-sequence filter; it constrains the plan (the initial targets and each
+            window's mean) -- samples perturb around the filtered mean.
+        progress: optional callback after each committed window.
+
+    Returns:
+        A :class:`TrackingResult` (``info`` holds the optimization statistics).
+    """
+    from .newton_model import CharacterSimulation
+
+    tracking = tracking or TrackingConfig()
+    cfg = cfg or ProjectionConfig()
+    t_start = time.perf_counter()
+    ref = reference if isinstance(reference, ReferenceTrajectory) else reference_trajectory(character, reference)
+    F, C = ref.frame_count, character.dof_count
+    rng = np.random.default_rng(cfg.seed)
+    plan = ref.coords.copy()
+    if target_filter is not None:
+        plan = apply_target_filter(character, ref, plan, target_filter)
+    if cfg.ilc_passes > 0:
+        plan = _ilc_plan(character, ref, tracking, cfg, plan)
+    ilc_time = time.perf_counter() - t_start
+
+    W = max(2, int(cfg.samples))
+    weights = {
+        "position": cfg.position_weight,
+        "root": cfg.root_weight,
+        "rotation": cfg.rotation_weight,
+        "velocity": cfg.velocity_weight,
+    }
+    sim = CharacterSimulation(
+        character,
+        ref.fps,
+        F,
+        W,
+        tracking.solver,
+        tracking.contact,
+        root_assist=tracking.root_assist,
+        root_reference=(ref.body_pos[:, 0], ref.body_rot[:, 0]),
+        cost_reference=(ref.body_pos, ref.body_rot, ref.com_vel),
+        cost_weights=weights,
+    )
+    plan_flat = plan.reshape(F, C).copy()
+    passes = []
+    for k in range(max(1, cfg.passes)):
+        out = _mppi_pass(character, ref, sim, tracking, cfg, plan_flat, target_filter, rng, progress, k)
+        passes.append(out)
+        plan_flat = out["plan"]
+        if out["blowup"] is not None:
+            break
+    # the pass that tracked best (a blown-up pass only when every pass blew up)
+    ok = [i for i, o in enumerate(passes) if o["blowup"] is None] or list(range(len(passes)))
+    best_index = min(ok, key=lambda i: passes[i]["error"])
+    best = passes[best_index]
+    pos, rot, vel, blowup = best["pos"], best["rot"], best["vel"], best["blowup"]
+    assist_sum, assist_max = best["assist_sum"], best["assist_max"]
+    window_costs = best["window_costs"]
+    rollout_frames = sum(o["rollout_frames"] for o in passes)
+    plan_flat = best["plan"]
     n = F if blowup is None else blowup.frame
     pos, rot, vel = pos[:n], rot[:n], vel[:n]
     wall = time.perf_counter() - t_start
@@ -288,5 +329,8 @@ def project(
             "windows": len(window_costs),
             "mean_window_cost": float(np.mean(window_costs)) if window_costs else float("nan"),
             "ilc_time_s": ilc_time,
+            "passes": len(passes),
+            "pass_errors": [float(o["error"]) for o in passes],
+            "best_pass": best_index,
         },
     )

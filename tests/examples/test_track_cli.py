@@ -74,11 +74,13 @@ def test_pd_run_writes_every_output(tmp_path):
 def test_projection_run(tmp_path):
     out = tmp_path / "proj"
     proc = run("--method", "projection", "--output", str(out), "--no-preview", "--no-audit",
-               "--projection.samples", "4", "--projection.iterations", "1", "--projection.ilc-passes", "0")  # fmt: skip
+               "--projection.samples", "4", "--projection.iterations", "1", "--projection.ilc-passes", "0",
+               "--projection.passes", "2")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["method"] == "projection"
     assert metrics["info"]["samples"] == 4 and metrics["info"]["windows"] > 1
+    assert metrics["info"]["passes"] == 2 and len(metrics["info"]["pass_errors"]) == 2
     assert _finite(metrics["body_pos_error_rel"])
 
 

@@ -183,3 +183,24 @@ def test_root_motion_from_contacts_plants_treadmill_feet():
     np.testing.assert_allclose(out.root_translations, still.root_translations, atol=1e-9)
     out, _ = root_motion_from_contacts(rig, still, force=True)
     np.testing.assert_allclose(out.root_translations, still.root_translations, atol=1e-12)
+
+
+def test_dynamic_feasibility_of_constructed_motions():
+    """Standing still is feasible, hovering is not, free fall is; a body standing beyond its feet tips over."""
+    from sim.physics import dynamic_feasibility
+
+    rig = table_quadruped()
+    ch = build_character(rig)
+    frames, fps = 12, 30.0
+    stand = hold(rig, frames, fps)
+    pos, rot = ch.body_transforms(stand)
+    assert dynamic_feasibility(ch, pos, rot, fps)["infeasible_ratio"] == 0.0
+    hover_pos = pos + np.array([0.0, 0.0, 0.1])
+    hover = dynamic_feasibility(ch, hover_pos, rot, fps)
+    assert hover["infeasible_ratio"] == 1.0 and hover["unsupported_ratio"] == 1.0
+    t = np.arange(frames) / fps
+    fall_pos = hover_pos - 0.5 * 9.81 * (t**2)[:, None, None] * np.array([0.0, 0.0, 1.0])
+    assert dynamic_feasibility(ch, fall_pos[:4], rot[:4], fps)["unsupported_ratio"] == 0.0
+    # all four feet on the ground while the body accelerates sideways at 3 g: friction cannot provide it
+    shove = pos + (0.5 * 30.0 * (t**2))[:, None, None] * np.array([1.0, 0.0, 0.0])
+    assert dynamic_feasibility(ch, shove, rot, fps, friction=1.0)["friction_ratio"] > 0.5

@@ -164,7 +164,7 @@ def test_projection_beats_pd_on_body_error(table):
     ch = build_character(rig, motion, CharacterConfig(stiffness_hz=4.0))
     ref = reference_trajectory(ch, motion)
     pd = track(ch, ref)
-    cfg = ProjectionConfig(samples=8, iterations=2, window_frames=8, commit_frames=4, ilc_passes=0)
+    cfg = ProjectionConfig(samples=8, iterations=2, window_frames=8, commit_frames=4, ilc_passes=0, passes=2)
     pr = project(ch, ref, TrackingConfig(), cfg)
     assert pr.ok and pd.blowup is None
 
@@ -172,5 +172,7 @@ def test_projection_beats_pd_on_body_error(table):
         return np.linalg.norm(r.body_pos - ref.body_pos[: len(r.body_pos)], axis=-1).mean()
 
     assert err(pr) < err(pd)
+    assert pr.info["passes"] == 2
+    np.testing.assert_allclose(err(pr) / ch.height, min(pr.info["pass_errors"]), rtol=1e-9)  # the best sweep
     again = project(ch, ref, TrackingConfig(), cfg)
     np.testing.assert_array_equal(again.body_pos, pr.body_pos)  # seeded: reproducible
