@@ -200,23 +200,30 @@ class PoseSpace:
 
     # -- guidance -------------------------------------------------------------------------------------------
     def _polyak(self, ctx: _RigContext, x: torch.Tensor, loss_fn, iters: int, damping: float) -> torch.Tensor:
-        """Damped Polyak steps ``x -= damping * L / |grad L|^2 * grad L`` per pose, capped at ``max_step``."""
+        """Damped Polyak steps ``x -= damping * L / |grad L|^2 * grad L`` per pose, capped at ``max_step``.
+
+        ``loss_fn(x_rows, rows)`` gets the poses still above zero loss and their indices in the batch.
+        """
         cap = self.sampling.max_step * float(ctx.mask.sum()) ** 0.5
+        x = x.detach().clone()
+        todo = torch.arange(len(x))
         for _ in range(iters):
-            x = x.detach().requires_grad_(True)
-            loss = loss_fn(x)
-            if not bool((loss > 0).any()):
+            xs = x[todo].requires_grad_(True)
+            loss = loss_fn(xs, todo)
+            keep = loss > 0
+            if not bool(keep.any()):
                 break
-            (g,) = torch.autograd.grad(loss.sum(), x)
+            (g,) = torch.autograd.grad(loss.sum(), xs)
             g2 = (g * g).sum(dim=(1, 2)).clamp_min(1e-12)
             step = (damping * loss / g2)[:, None, None] * g
             norm = step.flatten(1).norm(dim=1).clamp_min(1e-12)
             step = step * (cap / norm).clamp(max=1.0)[:, None, None]
-            x = x - step
-        return x.detach()
+            x[todo] = (xs - step).detach()
+            todo = todo[keep]  # poses already at zero loss are done
+        return x
 
-    def _validator_loss(self, ctx: _RigContext) -> Callable[[torch.Tensor], torch.Tensor]:
-        return lambda x: ctx.validators.loss(self.to_pose(ctx, x))
+    def _validator_loss(self, ctx: _RigContext) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        return lambda x, rows=None: ctx.validators.loss(self.to_pose(ctx, x))
 
     def _guide(self, ctx: _RigContext, loss_fn) -> Callable[[torch.Tensor, float], torch.Tensor]:
         s = self.sampling
@@ -297,12 +304,12 @@ class PoseSpace:
             tgt = torch.as_tensor(targets[start : start + s.batch], dtype=torch.float32)
             m = len(tgt)
 
-            def residuals(x, tgt=tgt):
+            def residuals(x, rows, tgt=tgt):
                 _, local = pr.decode_torch(self.to_pose(ctx, x))
                 pos = ctx.validators.world(local)[:, idx, :3]
-                return (pos - tgt).flatten(1) / pr.height
+                return (pos - tgt[rows]).flatten(1) / pr.height
 
-            both = lambda x, r=residuals: (r(x) ** 2).sum(1) + s.ik_validator_weight * val(x)  # noqa: E731
+            both = lambda x, rows, r=residuals: (r(x, rows) ** 2).sum(1) + s.ik_validator_weight * val(x)  # noqa: E731
             x0 = self.diffusion.sample(self.model, ctx.cond(m), s.ik_steps, gen, self._guide_all(ctx, both))
             x0 = self._dls(ctx, x0, idx, tgt, s.ik_dls_iters)
             x0 = self._polyak(ctx, x0, both, s.guidance_iters, s.guidance_damping)
