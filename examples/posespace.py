@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Annotated
 
 import numpy as np
+import torch
 import tyro
 
 # this file is called posespace.py: keep its own folder off the path so `import posespace` finds the package
@@ -65,6 +66,8 @@ class Sample:
     """Validator guidance while sampling."""
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     """Sampler settings."""
+    threads: int = 1
+    """torch CPU threads (the model is small: one thread is fastest on a shared machine)."""
 
 
 @dataclass
@@ -87,6 +90,8 @@ class Ik:
     """Random seed."""
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     """Sampler settings."""
+    threads: int = 1
+    """torch CPU threads (the model is small: one thread is fastest on a shared machine)."""
 
 
 @dataclass
@@ -107,6 +112,8 @@ class Interpolate:
     """Poses on the path, ends included."""
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     """Sampler settings."""
+    threads: int = 1
+    """torch CPU threads (the model is small: one thread is fastest on a shared machine)."""
 
 
 @dataclass
@@ -127,6 +134,8 @@ class Evaluate:
     """What to measure."""
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     """Sampler settings."""
+    threads: int = 1
+    """torch CPU threads (the model is small: one thread is fastest on a shared machine)."""
 
 
 Command = (
@@ -231,6 +240,7 @@ def main(cfg) -> int:
             if os.environ.get("RANK", "0") == "0":  # torchrun / accelerate launch: one line from the main process
                 print(f"wrote {Path(cfg.output) / 'posespace.pt'}")
             return 0
+        torch.set_num_threads(cfg.threads)
         out = cfg.output / "config.json" if isinstance(cfg, Evaluate) else cfg.output.with_suffix(".config.json")
         run = {Sample: run_sample, Ik: run_ik, Interpolate: run_interpolate, Evaluate: run_evaluate}[type(cfg)]
         message = run(cfg)

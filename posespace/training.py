@@ -77,8 +77,9 @@ class TrainConfig:
     """Continue from OUTPUT/checkpoint.pt when it exists."""
     seed: int = 0
     """Random seed."""
-    threads: int | None = None
-    """torch CPU threads (default: torch's choice)."""
+    threads: int | None = 1
+    """torch CPU threads per process (None: torch's choice). The model is small: one thread per process is
+    fastest, and several threads spin against each other on a busy machine; scale with processes instead."""
     progress: bool = True
     """Show a progress bar."""
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -118,13 +119,21 @@ def train(cfg: TrainConfig, pose_set: PoseSet | None = None) -> PoseSpace:
     Returns:
         The trained pose space; also written to ``cfg.output / "posespace.pt"``.
     """
+    threads = torch.get_num_threads()
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    try:
+        return _train(cfg, pose_set)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(cfg: TrainConfig, pose_set: PoseSet | None) -> PoseSpace:
     from accelerate import Accelerator
     from tqdm.auto import tqdm
 
     from usd_io import atomic_output
 
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     acc = Accelerator(cpu=not torch.cuda.is_available())
     main = acc.is_main_process

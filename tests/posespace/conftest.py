@@ -79,3 +79,15 @@ def make_stick():
 def make_walk():
     """``make_walk(rig, frames=60, phase=0.0, amplitude=1.0) -> Motion``."""
     return stick_walk
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """The pose-space models are tiny: one torch thread is fastest (and several spin against each other on a
+    busy CI machine). Restored after each test."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
