@@ -39,9 +39,10 @@ def damped_least_squares_ik(
     """Damped least-squares IK on local joint rotations (the classic Jacobian-transpose-with-damping solve).
 
     The Jacobian of effector ``e`` w.r.t. a world-frame rotation increment ``w_j`` at an ancestor ``j`` is
-    ``-[p_e - p_j]_x``; the step ``(J^T J + damping^2 I)^-1 J^T r`` is applied as ``W_j <- exp(w_j) W_j``,
+    ``-[p_e - p_j]_x``; the step ``(J^T J + lambda^2 I)^-1 J^T r`` is applied as ``W_j <- exp(w_j) W_j``,
     i.e. ``local_j <- (W_parent^-1 exp(w_j) W_parent) local_j``. The root may only tilt (no rotation about up:
-    poses have no heading). Every pose keeps its best iterate.
+    poses have no heading). Per pose, ``lambda`` starts at ``damping`` and follows Levenberg's rule: a step
+    that lowers the error is taken and ``lambda`` shrinks, otherwise the step is dropped and ``lambda`` grows.
 
     Args:
         rig: the rig (parents, rest translations).
@@ -50,7 +51,7 @@ def damped_least_squares_ik(
         effectors: joint indices with targets (H of them).
         targets: effector targets in skeleton space [m], shape (B, H, 3).
         iters: iterations.
-        damping: damping [m] (in the units of the residual: larger is slower and steadier).
+        damping: initial damping [m] (in the units of the residual: larger is slower and steadier).
         root_translation: root positions [m], shape (B, 3) or (3,); the rest position when None.
 
     Returns:
@@ -79,7 +80,9 @@ def damped_least_squares_ik(
         return pos, rot, targets - pos[:, eff]
 
     pos, rot, r = residual(q)
-    best_q, best = q.copy(), (r**2).sum(axis=(1, 2))
+    cost = (r**2).sum(axis=(1, 2))
+    lam = np.full(B, float(damping))
+    eye = np.eye(3 * len(cols))
     for _ in range(iters):
         # J[b, 3h + a, 3c + k] = (e_k x (p_e - p_j))_a for ancestor j = cols[c]
         lever = pos[:, eff][:, :, None, :] - pos[:, cols][:, None, :, :]  # (B, H, C, 3)
@@ -91,17 +94,20 @@ def damped_least_squares_ik(
         jac = jac * anc[None, :, None, :, None]
         jac[:, :, :, root_col, 2] = 0.0  # the root only tilts
         jm = jac.reshape(B, 3 * len(eff), 3 * len(cols))
-        a = np.einsum("bmi,bmj->bij", jm, jm) + damping**2 * np.eye(3 * len(cols))
+        a = np.einsum("bmi,bmj->bij", jm, jm) + (lam**2)[:, None, None] * eye
         g = np.einsum("bmi,bm->bi", jm, r.reshape(B, -1))
         w = np.linalg.solve(a, g[..., None])[..., 0].reshape(B, len(cols), 3)
         inc = axis_angle_to_quat(w)  # world-frame increments
         par = parents[cols]
         wp = np.where((par >= 0)[None, :, None], rot[:, np.maximum(par, 0)], np.array([0.0, 0.0, 0.0, 1.0]))
         local_inc = quat_multiply(quat_multiply(quat_conjugate(wp), inc), wp)
-        q = q.copy()
-        q[:, cols] = quat_normalize(quat_multiply(local_inc, q[:, cols]))
-        pos, rot, r = residual(q)
-        cost = (r**2).sum(axis=(1, 2))
-        better = cost < best
-        best_q[better], best[better] = q[better], cost[better]
+        trial = q.copy()
+        trial[:, cols] = quat_normalize(quat_multiply(local_inc, q[:, cols]))
+        tpos, trot, tr = residual(trial)
+        tcost = (tr**2).sum(axis=(1, 2))
+        ok = tcost < cost
+        # Levenberg's rule per pose: accept and trust the linearization more, or reject and damp harder
+        q[ok], pos[ok], rot[ok], r[ok], cost[ok] = trial[ok], tpos[ok], trot[ok], tr[ok], tcost[ok]
+        lam = np.where(ok, np.maximum(lam * 0.3, 1e-3 * damping), lam * 4.0)
+    best_q = q
     return best_q
