@@ -241,7 +241,7 @@ class PoseSet:
 class AugmentConfig:
     """Training-time augmentation."""
 
-    mirror: float = 0.5
+    mirror: float = 0.2
     """Probability of replacing a pose by its left/right mirror image (symmetric rigs)."""
     rotation_noise_deg: float = 1.5
     """Standard deviation of a random rotation applied to every active joint [deg]."""

@@ -44,8 +44,8 @@ class EvalConfig:
     """Held-out poses projected."""
     corruption_deg: float = 75.0
     """Corrupted poses: three random joints turned by this angle about random axes [deg]."""
-    interpolation_pairs: int = 20
-    """Random held-out pose pairs interpolated."""
+    interpolation_pairs: int = 50
+    """Random pose pairs interpolated (held-out pairs, and held-out / training pairs)."""
     interpolation_steps: int = 12
     """Poses per interpolation path (ends included)."""
     zero_shot: tuple[str, ...] = ("procedural:biped",)
@@ -137,26 +137,27 @@ def evaluate_rig(
         "corrupted_displacement": rel(pc, corrupted),
     }
 
-    # interpolation between random held-out pairs: ours vs per-joint slerp
-    ours, slerp, ours_all, slerp_all = [], [], [], []
+    # interpolation between random held-out pairs (and held-out / training pairs): ours vs per-joint slerp
+    out["interpolation"] = _interpolation(space, rig, real, real, cfg, rng)
+    if train_poses is not None and len(train_poses) > 1:
+        out["interpolation_heldout_to_train"] = _interpolation(space, rig, real, train_poses, cfg, rng)
+    return out
+
+
+def _interpolation(space: PoseSpace, rig: Rig, first: np.ndarray, second: np.ndarray, cfg: EvalConfig, rng) -> dict:
+    """Path validity (inner poses) of pose-space interpolation and of per-joint slerp between random pairs."""
+    pr, val = space.pose_rig(rig), space.validators(rig)
+    ours, slerp = [], []
     for _ in range(cfg.interpolation_pairs):
-        i, k = rng.choice(len(real), 2, replace=False)
-        a, b = real[i], real[k]
-        paths = (
-            (space.interpolate_poses(rig, a, b, cfg.interpolation_steps), ours, ours_all),
-            (slerp_path(pr, a, b, cfg.interpolation_steps), slerp, slerp_all),
-        )
-        for path, acc, acc_all in paths:
-            valid = val.check(path).valid[1:-1]
-            acc.append(valid.mean())
-            acc_all.append(valid.all())
-    out["interpolation"] = {
+        a, b = first[rng.integers(len(first))], second[rng.integers(len(second))]
+        ours.append(val.check(space.interpolate_poses(rig, a, b, cfg.interpolation_steps)).valid[1:-1])
+        slerp.append(val.check(slerp_path(pr, a, b, cfg.interpolation_steps)).valid[1:-1])
+    return {
         "path_validity": float(np.mean(ours)),
         "slerp_path_validity": float(np.mean(slerp)),
-        "paths_fully_valid": float(np.mean(ours_all)),
-        "slerp_paths_fully_valid": float(np.mean(slerp_all)),
+        "paths_fully_valid": float(np.mean([v.all() for v in ours])),
+        "slerp_paths_fully_valid": float(np.mean([v.all() for v in slerp])),
     }
-    return out
 
 
 def _corrupt(pose_rig, poses: np.ndarray, degrees: float, rng) -> np.ndarray:

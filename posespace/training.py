@@ -51,7 +51,7 @@ class TrainConfig:
     """Clip names (or source#clip) held out of training."""
     fps: float = 60.0
     """Clips are resampled to this rate [1/s]."""
-    steps: int = 6000
+    steps: int = 5000
     """Optimizer steps."""
     batch_size: int = 64
     """Poses per step and process."""

@@ -221,3 +221,14 @@ def test_pose_set_reads_usd_stages(tmp_path, make_stick, make_walk):
     ps = PoseSet.from_specs([f"{path}#walk"], fps=30.0)
     assert len(ps.rigs) == 1 and ps.rigs[0].clip_names == [f"{path}#walk"]
     np.testing.assert_allclose(ps.rigs[0].poses, PoseRig(rig).encode(walk), atol=1e-5)
+
+
+def test_procedural_gait_variations():
+    from posespace import load_clips
+
+    rig, clips = load_clips("gaits:quadruped*2")
+    assert list(clips) == ["gait_0", "gait_1"]
+    a, b = clips.values()
+    for m in (a, b):
+        m.check_rig(rig)
+    assert a.frame_count != b.frame_count or np.abs(a.rotations - b.rotations).max() > 1e-3  # different walks
