@@ -8,7 +8,8 @@ predicted clean pose, plus a short final descent ("polish") of the same loss on 
   manifold come back almost unchanged (inversion and denoising are inverse maps of the same ODE), poses that fail
   a validator are pushed to pass.
 * ``ik(rig, handles)``: sparse joint-position targets; guidance is the handle error (plus validators), then
-  damped least squares on the local rotations pulls the sampled pose onto the handles.
+  damped least squares on the local rotations pulls the sampled pose onto the handles, alternating with
+  validator steps.
 * ``interpolate(rig, a, b, steps)``: invert both ends to noise, slerp the noise, denoise every step.
 * ``target_filter(rig)``: a plain callable ``Motion -> Motion`` for the physics controller that projects the
   target frames that fail a validator and passes valid ones through.
@@ -67,12 +68,15 @@ class SamplingConfig:
     ik_guidance_iters: int = 1
     """Polyak steps of the handle + validator loss per IK denoising step."""
     ik_dls_iters: int = 10
-    """Damped-least-squares iterations pulling the sampled pose onto the handles (then half as many again after
-    a validator step)."""
+    """Damped-least-squares iterations pulling the sampled pose onto the handles."""
     ik_damping: float = 0.01
     """Damping of the least-squares steps [fraction of the rig height]."""
     ik_validator_weight: float = 1.0
     """Weight of the validator loss against the handle loss [(fraction of height)^2] during IK."""
+    ik_rounds: int = 4
+    """Rounds of (validator steps, short least squares) ending an IK solve."""
+    ik_round_dls_iters: int = 3
+    """Least-squares iterations per round."""
     batch: int = 512
     """Poses per batch."""
 
@@ -309,11 +313,16 @@ class PoseSpace:
                 pos = ctx.validators.world(local)[:, idx, :3]
                 return (pos - tgt[rows]).flatten(1) / pr.height
 
-            both = lambda x, rows, r=residuals: (r(x, rows) ** 2).sum(1) + s.ik_validator_weight * val(x)  # noqa: E731
+            def both(x, rows, r=residuals):
+                return (r(x, rows) ** 2).sum(1) + s.ik_validator_weight * val(x)
+
             x0 = self.diffusion.sample(self.model, ctx.cond(m), s.ik_steps, gen, self._guide_all(ctx, both))
             x0 = self._dls(ctx, x0, idx, tgt, s.ik_dls_iters)
-            x0 = self._polyak(ctx, x0, both, s.guidance_iters, s.guidance_damping)
-            x0 = self._dls(ctx, x0, idx, tgt, max(s.ik_dls_iters // 2, 1))
+            # alternate validator steps and short least-squares passes: the least-squares step is the smallest
+            # change that restores the handles, so each round keeps most of the validators' repair
+            for _ in range(s.ik_rounds):
+                x0 = self._polyak(ctx, x0, val, s.guidance_iters, s.guidance_damping)
+                x0 = self._dls(ctx, x0, idx, tgt, s.ik_round_dls_iters)
             out.append(self.to_pose(ctx, x0).numpy())
         return _orthonormal(np.concatenate(out))
 
