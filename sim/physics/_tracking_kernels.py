@@ -113,11 +113,21 @@ def rollout_cost_kernel(
     root_weight: float,
     rotation_weight: float,
     velocity_weight: float,
+    seg_a: wp.array[wp.vec3],
+    seg_b: wp.array[wp.vec3],
+    radius: wp.array[wp.float32],
+    body_com: wp.array[wp.vec3],
+    support: wp.array[wp.int32],
+    contact_band: float,
+    skate_weight: float,
     cost_out: wp.array[wp.float32],
 ):
     """Adds one frame's tracking cost per world (called after the frame's last substep).
 
     ``ref_*``: (frame_count, bodies_per_world); errors in character heights (positions, velocities) and radians.
+    Foot skate: a support body (``support[k] != 0``) whose capsule (body-frame segment ``seg_a``-``seg_b``,
+    ``radius``) comes within ``contact_band`` of the ground adds ``skate_weight x |v_xy|^2`` of its lowest point
+    (in heights per second).
     """
     w = wp.tid()
     f = wp.min(step[0] // substeps, frame_count - 1)
@@ -131,8 +141,20 @@ def rollout_cost_kernel(
         dq = wp.transform_get_rotation(X) * wp.quat_inverse(ref_rot[f, k])
         cw = wp.min(wp.abs(dq[3]), 1.0)
         ang = 2.0 * wp.acos(cw)
-        dv = (wp.spatial_top(body_qd[w * bodies_per_world + k]) - ref_vel[f, k]) * inv_height
+        twist = body_qd[w * bodies_per_world + k]
+        dv = (wp.spatial_top(twist) - ref_vel[f, k]) * inv_height
         c += e + rotation_weight * ang * ang + velocity_weight * wp.dot(dv, dv)
+        if support[k] != 0:
+            pa = wp.transform_point(X, seg_a[k])
+            pb = wp.transform_point(X, seg_b[k])
+            low = pa
+            if pb[2] < pa[2]:
+                low = pb
+            if low[2] - radius[k] < contact_band:
+                com = wp.transform_point(X, body_com[k])
+                v = wp.spatial_top(twist) + wp.cross(wp.spatial_bottom(twist), low - com)
+                vxy = wp.vec3(v[0], v[1], 0.0) * inv_height
+                c += skate_weight * wp.dot(vxy, vxy)
     if not wp.isfinite(c):
         c = 1.0e30
     cost_out[w] = cost_out[w] + c

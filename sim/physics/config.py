@@ -208,6 +208,9 @@ class ProjectionConfig:
     """Cost weight of body orientation error [rad^2]."""
     velocity_weight: float = 0.01
     """Cost weight of body velocity error (in heights per second, squared)."""
+    skate_weight: float = 0.05
+    """Cost weight of the horizontal speed of ground-contact bodies' lowest points while they touch the ground
+    (within 1% of the height), in heights per second, squared: planted feet stay planted."""
     offset_weight: float = 0.002
     """Cost weight of the target offsets [rad^2] (keeps the plan close to the reference targets)."""
     seed: int = 0

@@ -193,7 +193,7 @@ class CharacterSimulation:
             root_reference: reference root body frames: positions (F, 3) [m], rotations (F, 4).
             cost_reference: reference body origins (F, B, 3), rotations (F, B, 4) and COM velocities (F, B, 3)
                 for the per-world rollout cost.
-            cost_weights: keyword weights of :func:`rollout_cost_kernel` (position, root, rotation, velocity).
+            cost_weights: keyword weights of :func:`rollout_cost_kernel` (position, root, rotation, velocity, skate).
         """
         newton = _newton()
         self.newton = newton
@@ -242,9 +242,18 @@ class CharacterSimulation:
                 wp.array(rot.astype(np.float32), dtype=wp.quat, device="cpu"),
                 wp.array(vel.astype(np.float32), dtype=wp.vec3, device="cpu"),
             )
-            w = {"position": 1.0, "root": 4.0, "rotation": 0.02, "velocity": 0.01}
+            w = {"position": 1.0, "root": 4.0, "rotation": 0.02, "velocity": 0.01, "skate": 0.0}
             w.update(cost_weights or {})
             self._cost_w = w
+            caps = character.capsules
+            self._cost_caps = (
+                wp.array(np.stack([c.endpoints[0] for c in caps]).astype(np.float32), dtype=wp.vec3, device="cpu"),
+                wp.array(np.stack([c.endpoints[1] for c in caps]).astype(np.float32), dtype=wp.vec3, device="cpu"),
+                wp.array(character.capsule_radii.astype(np.float32), dtype=wp.float32, device="cpu"),
+                wp.array(character.body_com.astype(np.float32), dtype=wp.vec3, device="cpu"),
+                wp.array(character.support_body.astype(np.int32), dtype=wp.int32, device="cpu"),
+            )
+            self._contact_band = float(self.contact_cfg.ground_height_m + 0.01 * character.height)
 
     # -- setup ----------------------------------------------------------------------------------------
     def _setup_root_assist(self, root_reference) -> None:
@@ -374,7 +383,7 @@ class CharacterSimulation:
                 dim=self.world_count,
                 inputs=[self.step_index, self.substeps, self.frame_count, self.state_0.body_q, self.state_0.body_qd,
                         pos, rot, vel, self.B, 1.0 / self.character.height, w["position"], w["root"], w["rotation"],
-                        w["velocity"]],
+                        w["velocity"], *self._cost_caps, self._contact_band, w["skate"]],
                 outputs=[self.cost],
                 device="cpu",
             )  # fmt: skip

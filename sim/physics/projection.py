@@ -34,10 +34,6 @@ from .tracking import (
 
 __all__ = ["project"]
 
-import os
-
-_DEBUG = bool(os.environ.get("KD_PROJ_DEBUG"))
-
 ProgressCallback = Callable[[int, int, float], None]
 """Called after each committed window with (frames done, frame count, best window cost)."""
 
@@ -150,10 +146,6 @@ def _mppi_pass(character, ref, sim, tracking, cfg, plan_flat, target_filter, rng
             cost += cfg.offset_weight * np.sum((cand - ref_flat[win][:, None]) ** 2, axis=(0, 2))
             cost[~np.isfinite(cost)] = np.inf
             k_best = int(np.argmin(cost))
-            if _DEBUG:
-                print(
-                    f"    f0={f0} it={_it} nominal={cost[0]:.3f} best={cost[k_best]:.3f} median={np.median(cost):.3f}"
-                )
             if cost[k_best] < best[0]:
                 a_sum = float(sim.assist_force_sum.numpy()[k_best]) if sim.root_assist is not None else 0.0
                 a_max = float(sim.assist_force_max.numpy()[k_best]) if sim.root_assist is not None else 0.0
@@ -192,8 +184,9 @@ def _mppi_pass(character, ref, sim, tracking, cfg, plan_flat, target_filter, rng
         assist_sum += a_sum
         assist_max = max(assist_max, a_max)
         for k in range(commit):
-            reason = detect_blowup(character, pos[f0 + 1 + k], vel[f0 + 1 + k, :, :3], ref.body_pos[f0 + 1 + k],
-                                   tracking)  # fmt: skip
+            fk = f0 + 1 + k
+            travel = float(np.linalg.norm(ref.body_pos[fk, 0] - ref.body_pos[0, 0]))
+            reason = detect_blowup(character, pos[fk], vel[fk, :, :3], ref.body_pos[fk], tracking, travel)
             if reason is not None:
                 blowup = BlowUp(f0 + 1 + k, reason)
                 break
@@ -264,6 +257,7 @@ def project(
         "root": cfg.root_weight,
         "rotation": cfg.rotation_weight,
         "velocity": cfg.velocity_weight,
+        "skate": cfg.skate_weight,
     }
     sim = CharacterSimulation(
         character,

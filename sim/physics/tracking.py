@@ -131,8 +131,14 @@ def detect_blowup(
     body_vel: np.ndarray,
     ref_pos: np.ndarray,
     cfg: TrackingConfig,
+    ref_travel: float = 0.0,
 ) -> str | None:
-    """The reason a simulated frame is a blow-up, or None. Arrays are one frame: (..., B, 3)."""
+    """The reason a simulated frame is a blow-up, or None. Arrays are one frame: (..., B, 3).
+
+    ``ref_travel`` is how far [m] the reference root has moved from where the simulation started: a character
+    that fell and stayed behind is that far from its reference without having blown up, so the distance test
+    allows it on top of ``blowup_distance_heights``.
+    """
     if not (np.all(np.isfinite(body_pos)) and np.all(np.isfinite(body_vel))):
         return "non-finite body state (NaN/inf)"
     h = character.height
@@ -140,8 +146,11 @@ def detect_blowup(
     if speed > cfg.blowup_speed_heights_per_s * h:
         return f"runaway energy: a body moves at {speed:.3g} m/s (> {cfg.blowup_speed_heights_per_s:g} heights/s)"
     dist = float(np.linalg.norm(body_pos - ref_pos, axis=-1).max())
-    if dist > cfg.blowup_distance_heights * h:
-        return f"runaway: a body is {dist:.3g} m from its reference (> {cfg.blowup_distance_heights:g} heights)"
+    if dist > cfg.blowup_distance_heights * h + ref_travel:
+        return (
+            f"runaway: a body is {dist:.3g} m from its reference (> {cfg.blowup_distance_heights:g} heights"
+            f" + {ref_travel:.3g} m travelled by the reference)"
+        )
     return None
 
 
@@ -275,7 +284,8 @@ def track(
         sim.step_frame()
         p, r, v = sim.body_state()
         pos[f], rot[f], vel[f] = p[0], r[0], v[0]
-        reason = detect_blowup(character, p[0], v[0, :, :3], ref.body_pos[f], cfg)
+        travel = float(np.linalg.norm(ref.body_pos[f, 0] - ref.body_pos[0, 0]))
+        reason = detect_blowup(character, p[0], v[0, :, :3], ref.body_pos[f], cfg, travel)
         if reason is not None:
             blowup = BlowUp(f, reason)
             n = f

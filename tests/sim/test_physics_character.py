@@ -204,3 +204,26 @@ def test_dynamic_feasibility_of_constructed_motions():
     # all four feet on the ground while the body accelerates sideways at 3 g: friction cannot provide it
     shove = pos + (0.5 * 30.0 * (t**2))[:, None, None] * np.array([1.0, 0.0, 0.0])
     assert dynamic_feasibility(ch, shove, rot, fps, friction=1.0)["friction_ratio"] > 0.5
+
+
+def test_grounding_and_ballistic_flight():
+    """A clip that hovers 1 cm is put on the ground; a flat 'flight' becomes a parabola under gravity."""
+    from sim.physics import ballistic_flight, ground_offsets
+
+    rig = table_quadruped()
+    frames, fps = 31, 30.0
+    still = hold(rig, frames, fps, root_offset=(0.0, 0.0, 0.01))
+    shift = ground_offsets(rig, still, "per_frame")
+    np.testing.assert_allclose(shift, -0.01, atol=1e-9)
+    np.testing.assert_allclose(ground_offsets(rig, still, "clip"), -0.01, atol=1e-9)
+    # frames 10-20 float 10 cm up on a flat path: flight
+    lift = np.zeros(frames)
+    lift[10:21] = 0.1
+    hover = sim.Motion(fps, still.root_translations - [0.0, 0.0, 0.01] + lift[:, None] * [0.0, 0.0, 1.0],
+                       still.rotations)  # fmt: skip
+    out, changed = ballistic_flight(rig, hover)
+    assert changed == 11
+    z = out.root_translations[:, 2]
+    accel = np.diff(z[9:22], 2) * fps**2
+    np.testing.assert_allclose(accel, -9.81, atol=1e-6)  # free fall between take-off (9) and touch-down (21)
+    np.testing.assert_allclose(z[:10], hover.root_translations[:10, 2], atol=1e-12)  # stance frames untouched
