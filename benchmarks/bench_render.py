@@ -2,7 +2,7 @@
 forward + backward, at 64x64 and 256x256.
 
 Run:  .venv/bin/python benchmarks/bench_render.py [--asset ../shared/assets/gltf/Fox.glb] [--clip Walk]
-          [--resolutions 64,256] [--views 4] [--repeats 5] [--device cpu] [--tile-size 8]
+          [--resolutions 64,256] [--views 4] [--repeats 5] [--device cpu] [--tile-size 8] [--threads 1]
 
 One "frame" is one rendered image (one view of one time sample). Each timing covers the whole path the optimizer
 runs: FK + skinning (Warp, through ``sim.torch_ops.TorchRig``), follow cameras, shading, the Warp soft rasterizer
@@ -45,8 +45,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--tile-size", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (Warp kernels are single-threaded)")
     args = ap.parse_args()
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    torch.set_num_threads(args.threads)
     asset = load_asset(args.asset)
     rig, clip = asset.rig, asset.clip(args.clip)
     dev = torch.device(args.device)

@@ -23,8 +23,10 @@ This is SoftRas (Liu et al. 2019) with two changes that keep the image a continu
   smoothly from 0 at the cutoff logit ``-x_cut`` to 1 at ``-(1 - TAPER) x_cut`` so contributions fade in instead of
   popping at the cutoff (the depth softmax would amplify the pop of a triangle in front).
 
-``zmax`` (the largest contributing ``zeta``) only shifts the softmax for stability and carries no gradient (softmax
-is shift invariant).
+``zmax`` (per image and tile: the largest vertex ``zeta`` of the triangles binned to the tile) only shifts the softmax
+for stability and carries no gradient (softmax is shift invariant). Within a tile the exponent stays above
+``-(zeta range) / gamma``; the renderer maps the character's depth range into part of [0, 1], so with
+``gamma >= 0.01`` nothing underflows in float32.
 """
 
 from __future__ import annotations
@@ -112,41 +114,6 @@ def _pixel(
 
 
 @wp.kernel
-def zmax_kernel(
-    pair_image: wp.array[wp.int32],
-    pair_tri: wp.array[wp.int32],
-    pair_tile: wp.array[wp.int32],
-    verts: wp.array2d(dtype=wp.vec3),
-    tris: wp.array2d(dtype=wp.int32),
-    tri_weight: wp.array2d(dtype=float),
-    inv_sigma: float,
-    offset: float,
-    x_cut: float,
-    reach: float,
-    tile_size: int,
-    tiles_x: int,
-    zmax_out: wp.array3d(dtype=float),
-):
-    """Largest interpolated ``zeta`` of the contributing triangles per pixel. Launch dim (pairs, tile_size^2)."""
-    i, k = wp.tid()
-    px = _pixel(pair_image, pair_tile, i, k, tile_size, tiles_x)
-    if px[0] >= zmax_out.shape[2] or px[1] >= zmax_out.shape[1]:
-        return
-    n = pair_image[i]
-    t = pair_tri[i]
-    va = verts[n, tris[t, 0]]
-    vb = verts[n, tris[t, 1]]
-    vc = verts[n, tris[t, 2]]
-    p = wp.vec2(float(px[0]) + 0.5, float(px[1]) + 0.5)
-    if not _near(p, va, vb, vc, reach):
-        return
-    g = _logit(p, wp.vec2(va[0], va[1]), wp.vec2(vb[0], vb[1]), wp.vec2(vc[0], vc[1]), inv_sigma, offset)
-    if g[0] > -x_cut and tri_weight[n, t] > 0.0:
-        zeta = g[1] * va[2] + g[2] * vb[2] + g[3] * vc[2]
-        wp.atomic_max(zmax_out, n, px[1], px[0], zeta)
-
-
-@wp.kernel
 def accumulate_kernel(
     pair_image: wp.array[wp.int32],
     pair_tri: wp.array[wp.int32],
@@ -155,7 +122,7 @@ def accumulate_kernel(
     colors: wp.array2d(dtype=wp.vec3),
     tri_weight: wp.array2d(dtype=float),
     tris: wp.array2d(dtype=wp.int32),
-    zmax: wp.array3d(dtype=float),
+    zmax: wp.array2d(dtype=float),
     inv_sigma: float,
     offset: float,
     inv_gamma: float,
@@ -193,7 +160,7 @@ def accumulate_kernel(
                 col = g[1] * colors[n, ia] + g[2] * colors[n, ib] + g[3] * colors[n, ic]
                 f = tri_weight[n, t] * _taper(x, x_cut)
                 # sigmoid(x) = exp(-softplus(-x)); 1 - f sigmoid(x) = (1 - f) + f exp(-softplus(x))
-                e = f * wp.exp((zeta - zmax[n, px[1], px[0]]) * inv_gamma - _softplus(-x))
+                e = f * wp.exp((zeta - zmax[n, pair_tile[i]]) * inv_gamma - _softplus(-x))
                 uncovered = (1.0 - f) + f * wp.exp(-_softplus(x))
                 wp.atomic_add(weight_out, n, px[1], px[0], e)
                 wp.atomic_add(color_out, n, px[1], px[0], e * col)

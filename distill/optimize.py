@@ -41,6 +41,8 @@ from .trajectory import Trajectory
 __all__ = ["DistillConfig", "DistillResult", "Distiller", "LossWeights", "OptimConfig", "config_to_dict"]
 
 LOSS_TERMS = ("sds", "smoothness", "ground", "self_collision", "pose_prior")
+SOFTNESS_LEVELS = 8
+"""The coarse-to-fine softness decays in this many geometric steps."""
 
 
 @dataclass(frozen=True)
@@ -74,10 +76,13 @@ class OptimConfig:
     key_count: int | None = None
     """Spline keys of the trajectory (None: every frame is a key)."""
     sigma_start: float | None = None
-    """Coarse-to-fine: raster softness [px^2] at step 0, decaying geometrically to render.raster.sigma
-    (None: constant)."""
+    """Coarse-to-fine: raster softness [px^2 at full resolution] at step 0, decaying geometrically (in 8 levels)
+    to render.raster.sigma over the coarse phase (None: constant)."""
     coarse_fraction: float = 0.5
-    """Fraction of the steps over which the softness decays."""
+    """Fraction of the steps over which the softness decays (the coarse phase)."""
+    coarse_scale: float = 1.0
+    """Render resolution factor during the coarse phase (softness in pixels scales with its square), e.g. 0.5
+    renders the coarse phase at half resolution, ~4x cheaper."""
     seed: int = 0
     """Seed of the per-step random streams (timesteps, noise)."""
     checkpoint_every: int = 50
@@ -167,6 +172,11 @@ class Distiller:
             device: torch device of the trajectory and renderer.
         """
         self.rig, self.config = rig, config
+        if config.optim.preview_format == "mp4":
+            try:
+                import imageio_ffmpeg  # noqa: F401
+            except ImportError:
+                raise ValueError("preview_format 'mp4' needs imageio-ffmpeg (pip install imageio-ffmpeg)") from None
         self.output_dir = Path(output_dir)
         self.device = torch.device(device)
         self.trig = TorchRig(rig, device=self.device)
@@ -211,17 +221,23 @@ class Distiller:
         return step / max(self.config.optim.steps - 1, 1)
 
     def _set_schedules(self, step: int) -> tuple[float, float]:
-        o, p = self.config.optim, self._progress(step)
+        o, p, r = self.config.optim, self._progress(step), self.config.render
         scale = o.lr_final_fraction + (1.0 - o.lr_final_fraction) * 0.5 * (1.0 + math.cos(math.pi * p))
         for group, base in zip(self.optimizer.param_groups, self._base_lr):
             group["lr"] = base * scale
-        sigma = self.config.render.raster.sigma
+        sigma = r.raster.sigma
+        coarse = p < o.coarse_fraction
         if o.sigma_start is not None:
-            c = min(p / max(o.coarse_fraction, 1e-9), 1.0)
+            # geometric decay in SOFTNESS_LEVELS steps (the oracle re-renders its target only when it changes)
+            c = math.floor(min(p / max(o.coarse_fraction, 1e-9), 1.0) * SOFTNESS_LEVELS) / SOFTNESS_LEVELS
             sigma = o.sigma_start * (sigma / o.sigma_start) ** c
-        if sigma != self.renderer.config.raster.sigma:
-            raster = dataclasses.replace(self.renderer.config.raster, sigma=sigma)
-            self.renderer.config = dataclasses.replace(self.renderer.config, raster=raster)
+        res = o.coarse_scale if coarse else 1.0
+        width, height = max(1, round(r.width * res)), max(1, round(r.height * res))
+        sigma_px = sigma * res**2
+        now = self.renderer.config
+        if (sigma_px, width, height) != (now.raster.sigma, now.width, now.height):
+            raster = dataclasses.replace(now.raster, sigma=sigma_px)
+            self.renderer.config = dataclasses.replace(now, raster=raster, width=width, height=height)
             if self.oracle_motion is not None and self.config.guidance.kind == "oracle":
                 self._retarget_oracle()
         return scale, sigma
@@ -230,7 +246,7 @@ class Distiller:
         """Re-renders the oracle's target at the current softness (the teacher sees renders like the student's)."""
         target = self.render_motion(self.oracle_motion)
         with torch.no_grad():
-            self.guidance.transformer.target.copy_(self.guidance.encode(target))
+            self.guidance.transformer.target = self.guidance.encode(target)
 
     # -- the loop ------------------------------------------------------------------------------------
     def loss_terms(self, step: int) -> tuple[dict[str, torch.Tensor], torch.Tensor, float]:
@@ -268,10 +284,10 @@ class Distiller:
         cfg, o = self.config, self.config.optim
         out = self.output_dir
         out.mkdir(parents=True, exist_ok=True)
-        (out / "config.json").write_text(json.dumps(config_to_dict(cfg), indent=2))
         start, log = 0, []
         if resume and (out / "checkpoint.pt").is_file():
             start, log = self._load_checkpoint(out / "checkpoint.pt")
+        (out / "config.json").write_text(json.dumps(config_to_dict(cfg), indent=2))
         weights = dataclasses.asdict(cfg.weights)
         bar = tqdm(range(start, o.steps), initial=start, total=o.steps, disable=not progress, desc="distill")
         video, ran = None, 0
@@ -334,6 +350,7 @@ class Distiller:
             err = self.oracle_error()
             metrics = {
                 "mean_joint_angle_deg": err.mean_joint_angle_deg,
+                "mean_joint_angle_deg_optimized_joints": float(err.per_joint_deg[self.trajectory.joints].mean()),
                 "root_path_error": err.root_path_error,
                 "root_path_error_m": err.root_path_error_m,
                 "body_length_m": err.body_length,

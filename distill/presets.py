@@ -1,7 +1,8 @@
 """Starting configurations per guidance model.
 
-* ``oracle``: the settings of the oracle check (Fox Walk recovered from the rest pose on CPU): 13 frames at 12 fps
-  (1.08 s), 64x64, four azimuths, a sinusoidal bind-position colour code, coarse-to-fine edge softness.
+* ``oracle``: the settings of the oracle check (Fox Walk recovered from the rest pose on CPU in minutes): 13 frames
+  at 12 fps (1 s), 96x96 (the coarse first half at 48x48), four azimuths, a sinusoidal bind-position colour code,
+  coarse-to-fine edge softness.
 * ``tiny`` / ``tiny-wan``: a CPU smoke run of the SDS path with random tiny models (seconds; the motion is noise).
 * released models: the model's native frame count, rate and resolution, one view, a plain grey character (the
   video model should see a plausible render, not a colour code). These are starting points for GPU runs, not
@@ -29,8 +30,8 @@ def preset(kind: GuidanceKind, prompt: str = "") -> DistillConfig:
             frames=13,
             fps=12.0,
             render=RenderConfig(
-                width=64,
-                height=64,
+                width=96,
+                height=96,
                 albedo="position",
                 albedo_frequency=6.0,
                 camera=CameraConfig(azimuths_deg=(30.0, 120.0, 210.0, 300.0), elevation_deg=20.0, distance=1.6),
@@ -39,7 +40,14 @@ def preset(kind: GuidanceKind, prompt: str = "") -> DistillConfig:
             guidance=GuidanceConfig(
                 kind="oracle", schedule=TimestepSchedule(min=0.02, max_start=0.98, max_end=0.98, anneal="none")
             ),
-            optim=OptimConfig(steps=400, lr_rotation=0.02, lr_translation=0.005, sigma_start=8.0, coarse_fraction=0.5),
+            optim=OptimConfig(
+                steps=400,
+                lr_rotation=0.02,
+                lr_translation=0.005,
+                sigma_start=8.0,
+                coarse_fraction=0.5,
+                coarse_scale=0.5,
+            ),
             weights=LossWeights(smoothness=100.0, ground=100.0, self_collision=10.0),
         )
     if kind in ("tiny", "tiny-wan"):

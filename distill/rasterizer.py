@@ -233,20 +233,15 @@ def rasterize(
         z = torch.zeros(n, height, width, device=verts.device) + zero
         return RasterOutput(z[..., None].expand(n, height, width, 3), z, z)
     pairs = [wp.from_torch(a, dtype=wp.int32) for a in (pair_image, pair_tri, pair_tile)]
-    wv = wp.from_torch(verts.detach().contiguous(), dtype=wp.vec3)
     tris = topology.warp_triangles()
-    wf = wp.from_torch(tri_weight.detach().float().contiguous(), dtype=wp.float32)
-    dev = wv.device
-    zmax = wp.full((n, height, width), -1.0e30, dtype=wp.float32, device=dev)
+    # softmax shift per image and tile: the largest vertex zeta of the triangles binned there (no gradient)
+    tri_zeta = verts.detach()[..., 2][:, topology.triangles].amax(-1)  # (N, T)
+    tiles = tiles_x * -(-height // s.tile_size)
+    zmax_t = torch.full((n * tiles,), -1.0e30, device=verts.device, dtype=torch.float32)
+    flat = pair_image.long() * tiles + pair_tile.long()
+    zmax_t = zmax_t.scatter_reduce(0, flat, tri_zeta[pair_image.long(), pair_tri.long()].float(), "amax")
+    zmax = wp.from_torch(zmax_t.reshape(n, tiles).contiguous(), dtype=wp.float32)
     inv_sigma, x_cut = 1.0 / s.sigma, s.logit_cutoff
-    wp.launch(
-        K.zmax_kernel,
-        dim=(len(pair_image), s.tile_size**2),
-        inputs=[*pairs, wv, tris, wf, inv_sigma, s.edge_offset, x_cut, s.reach, s.tile_size, tiles_x],
-        outputs=[zmax],
-        device=dev,
-        record_tape=False,
-    )
     setup = {
         "shape": (n, height, width),
         "pair_count": len(pair_image),

@@ -122,3 +122,21 @@ def test_oracle_run_recovers_a_known_motion_and_writes_outputs(tmp_path, make_ch
     clip = back.clip()
     np.testing.assert_allclose(clip.times, result.motion.times, atol=1e-6)
     np.testing.assert_allclose(np.abs((clip.rotations * result.motion.rotations).sum(-1)), 1.0, atol=1e-5)
+
+
+def test_pose_prior_hook_is_called_and_weighted(tmp_path, make_chain, make_motion):
+    rig = make_chain()
+    target = make_motion(rig, 5)
+    calls = []
+
+    def prior(rotations: torch.Tensor, world: torch.Tensor) -> torch.Tensor:
+        calls.append((tuple(rotations.shape), tuple(world.shape)))
+        return (world[..., 2] - 1.0).square().mean()  # pulls every joint up to z = 1
+
+    cfg = dataclasses.replace(_config("oracle", steps=3), weights=LossWeights(sds=0.0, pose_prior=5.0))
+    d = Distiller(rig, cfg, tmp_path, oracle_motion=target, pose_prior=prior)
+    z0 = d.trajectory.translation.detach()[:, 2].clone()
+    result = d.run(progress=False)
+    assert calls[0] == ((5, rig.joint_count, 4), (5, rig.joint_count, 7)) and len(calls) == 3
+    assert all(r["pose_prior"] > 0 for r in result.log)
+    assert (d.trajectory.translation.detach()[:, 2] > z0).all(), "the prior alone lifts the root towards z = 1"
