@@ -6,7 +6,7 @@ loop with checkpoints. See ``design/sds.md`` for the gradient path.
 """
 
 from .camera import CameraConfig, Cameras, follow_cameras, smooth_path
-from .losses import PosePrior, SelfCollisionSpheres, ground_penalty_local, smoothness
+from .losses import PosePrior, SelfCollisionCapsules, ground_penalty, smoothness
 from .metrics import MotionError, joint_angle_errors, motion_error
 from .optimize import DistillConfig, Distiller, DistillResult, LossWeights, OptimConfig, config_to_dict
 from .presets import preset
@@ -31,7 +31,7 @@ __all__ = [
     "RasterSettings",
     "RenderConfig",
     "RenderResult",
-    "SelfCollisionSpheres",
+    "SelfCollisionCapsules",
     "Trajectory",
     "VideoRenderer",
     "body_dimensions",
@@ -40,7 +40,7 @@ __all__ = [
     "config_to_dict",
     "facing_weights",
     "follow_cameras",
-    "ground_penalty_local",
+    "ground_penalty",
     "joint_angle_errors",
     "motion_error",
     "preset",

@@ -1,12 +1,9 @@
 """Regularizers of the distilled trajectory (torch, differentiable): smoothness, ground and self-collision
-penalties, and the optional pose-prior hook.
+penalties (the Warp kernels of :mod:`sim.collision` through :mod:`sim.collision_torch`), and the optional
+pose-prior hook.
 
 All lengths are measured in body lengths (the character's largest bind-pose extent) so one set of weights
 serves characters of any size and unit.
-
-The ground and self-collision terms here are local, self-contained stand-ins (``ground_penalty_local``,
-``SelfCollisionSpheres``) until the physics package's differentiable penalties (``sim.collision_torch``) land;
-the optimizer takes them as plain callables, so swapping them is a one-line change in :mod:`distill.optimize`.
 """
 
 from __future__ import annotations
@@ -17,13 +14,11 @@ import numpy as np
 import torch
 
 from sim import Rig
+from sim.collision import capsule_penetration
+from sim.collision_torch import capsule_penetration_penalty, ground_penetration_penalty
+from sim.torch_ops import quat_rotate
 
-__all__ = [
-    "PosePrior",
-    "SelfCollisionSpheres",
-    "ground_penalty_local",
-    "smoothness",
-]
+__all__ = ["PosePrior", "SelfCollisionCapsules", "ground_penalty", "smoothness"]
 
 PosePrior = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 """Pose-prior hook: ``prior(rotations (F, J, 4) local quats xyzw, world (F, J, 7)) -> scalar`` (lower is
@@ -44,79 +39,83 @@ def smoothness(world: torch.Tensor, body_length: float) -> torch.Tensor:
     return acc.square().sum(-1).mean()
 
 
-def ground_penalty_local(points: torch.Tensor, ground_z: float, body_length: float) -> torch.Tensor:
+def ground_penalty(points: torch.Tensor, ground_z: float, body_length: float) -> torch.Tensor:
     """Mean over frames of the summed squared depth of skinned points below the ground plane z = ``ground_z``
-    [body lengths^2].
+    [body lengths^2] (``sim.collision_torch.ground_penetration_penalty``).
 
     Args:
         points: skinned vertices [m], shape (F, V, 3).
     """
-    depth = (ground_z - points[..., 2]).clamp_min(0.0) / body_length
-    return depth.square().sum(-1).mean()
+    return ground_penetration_penalty(points, ground_z).mean() / body_length**2
 
 
-class SelfCollisionSpheres:
-    """Self-penetration penalty between body parts approximated by spheres along the bones.
+class SelfCollisionCapsules:
+    """Self-penetration penalty between body parts approximated by capsules bound to the joints.
 
-    Each skinning joint with a child gets ``samples`` spheres on the segment to its (first) child, with the radius
-    the median distance from the segment of the vertices it dominates. Spheres of joints closer than
-    ``min_hops`` in the tree never collide (neighbouring parts overlap at the joints by design). The penalty is
-    the mean over frames of the summed squared overlap ``relu(r_a + r_b - d)`` [body lengths^2], less the overlap
-    already present in the bind pose.
+    Every joint that dominates at least ``min_points`` vertices gets one capsule: the principal axis of those
+    vertices in the joint's frame (through their mean, spanning their extent), with the radius their median
+    distance to it times ``radius_scale``; it moves rigidly with its joint. Capsules of joints closer than
+    ``min_hops`` bones in the tree, and pairs that already overlap in the rest pose, are never tested. The penalty
+    is the mean over frames of ``sim.collision_torch.capsule_penetration_penalty`` (summed squared overlaps)
+    [body lengths^2].
+
+    Attributes:
+        joints: the joint of each capsule, shape (C,).
+        local_a, local_b: capsule segment ends in their joint's frame [m], shape (C, 3).
+        radii: [m], shape (C,).
+        pairs: tested capsule index pairs, shape (P, 2).
     """
 
-    def __init__(self, rig: Rig, samples: int = 3, min_hops: int = 3, radius_scale: float = 0.8):
+    def __init__(self, rig: Rig, min_hops: int = 3, radius_scale: float = 0.8, min_points: int = 8):
         mesh = rig.merged_mesh()
-        bind_pos = np.linalg.inv(rig.inverse_bind_matrices)[:, :3, 3]
         dominant = mesh.influence_joints[np.arange(mesh.vertex_count), mesh.influence_weights.argmax(1)]
-        children = rig.children()
-        owners, fractions, radii, child_of = [], [], [], []
+        joints, ends_a, ends_b, radii = [], [], [], []
         for j in range(rig.joint_count):
-            pts = mesh.points[dominant == j]
-            if len(pts) < 4 or not children[j]:
+            if (dominant == j).sum() < min_points:
                 continue
-            c = children[j][0]
-            a, b = bind_pos[j], bind_pos[c]
+            ibm = rig.inverse_bind_matrices[j]
+            pts = mesh.points[dominant == j] @ ibm[:3, :3].T + ibm[:3, 3]  # in the joint's frame, as skinned
+            centre = pts.mean(0)
+            axis = np.linalg.svd(pts - centre, full_matrices=False)[2][0]
+            t = (pts - centre) @ axis
+            a, b = centre + t.min() * axis, centre + t.max() * axis
             ab = b - a
-            t = np.clip((pts - a) @ ab / max(ab @ ab, 1e-12), 0, 1)
-            r = float(np.median(np.linalg.norm(pts - (a + t[:, None] * ab), axis=1))) * radius_scale
-            for s in range(samples):
-                owners.append(j)
-                child_of.append(c)
-                fractions.append((s + 0.5) / samples)
-                radii.append(r)
-        hops = _tree_hops(rig.parents)
-        o = np.array(owners, dtype=np.int64)
-        pairs = [(i, k) for i in range(len(o)) for k in range(i + 1, len(o)) if hops[o[i], o[k]] >= min_hops]
-        self.owner = torch.as_tensor(o)
-        self.child = torch.as_tensor(np.array(child_of, dtype=np.int64))
-        self.fraction = torch.as_tensor(np.array(fractions), dtype=torch.float32)
-        self.radius = torch.as_tensor(np.array(radii), dtype=torch.float32)
-        self.pairs = torch.as_tensor(np.array(pairs, dtype=np.int64).reshape(-1, 2))
+            u = np.clip((pts - a) @ ab / max(ab @ ab, 1e-24), 0.0, 1.0)
+            joints.append(j)
+            ends_a.append(a)
+            ends_b.append(b)
+            radii.append(np.median(np.linalg.norm(pts - (a + u[:, None] * ab), axis=1)) * radius_scale)
+        self.joints = np.array(joints, dtype=np.int64)
+        self.local_a = torch.as_tensor(np.array(ends_a).reshape(-1, 3), dtype=torch.float64)
+        self.local_b = torch.as_tensor(np.array(ends_b).reshape(-1, 3), dtype=torch.float64)
+        self.radii = torch.as_tensor(np.array(radii), dtype=torch.float64)
         self.body_length = float(max(np.ptp(mesh.points, axis=0).max(), 1e-9))
-        self.bind_overlap = None
-        rest = torch.as_tensor(np.concatenate([bind_pos, np.tile([0, 0, 0, 1.0], (len(bind_pos), 1))], 1))
-        self.bind_overlap = self._overlap(rest[None].float())[0].detach()
+        hops = _tree_hops(rig.parents)
+        c = len(joints)
+        candidates = [(i, k) for i in range(c) for k in range(i + 1, c) if hops[joints[i], joints[k]] >= min_hops]
+        pairs = np.array(candidates, dtype=np.int64).reshape(-1, 2)
+        if len(pairs):  # drop pairs that already overlap in the rest pose
+            pos, rot = rig.rest_world_transforms()
+            a, b = self.segments(torch.as_tensor(np.concatenate([pos, rot], 1))[None])
+            depth, _ = capsule_penetration(a[0].numpy(), b[0].numpy(), self.radii.numpy(), pairs)
+            pairs = pairs[depth[0] <= 0.0]
+        self.pairs = torch.as_tensor(pairs)
 
-    def centres(self, world: torch.Tensor) -> torch.Tensor:
-        """Sphere centres [m], shape (F, S, 3), from world joint transforms (F, J, 7)."""
-        p = world[..., :3]
-        f = self.fraction.to(p)[:, None]
-        return p[:, self.owner] * (1 - f) + p[:, self.child] * f
-
-    def _overlap(self, world: torch.Tensor) -> torch.Tensor:
-        if len(self.pairs) == 0:
-            return world[..., 0, 0:1] * 0.0
-        c = self.centres(world)
-        a, b = self.pairs[:, 0], self.pairs[:, 1]
-        d = (c[:, a] - c[:, b]).norm(dim=-1)
-        r = self.radius.to(d)
-        return (r[a] + r[b] - d).clamp_min(0.0) / self.body_length  # (F, P)
+    def segments(self, world: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """World capsule ends [m], each shape (F, C, 3), from world joint transforms (F, J, 7)."""
+        w = world[:, self.joints]
+        pos, rot = w[..., :3], w[..., 3:]
+        a = pos + quat_rotate(rot, self.local_a.to(world).expand_as(pos))
+        b = pos + quat_rotate(rot, self.local_b.to(world).expand_as(pos))
+        return a, b
 
     def __call__(self, world: torch.Tensor) -> torch.Tensor:
         """The penalty for world joint transforms (F, J, 7)."""
-        excess = (self._overlap(world) - self.bind_overlap.to(world)).clamp_min(0.0)
-        return excess.square().sum(-1).mean()
+        if len(self.pairs) == 0:
+            return world.sum() * 0.0
+        a, b = self.segments(world)
+        pen = capsule_penetration_penalty(a, b, self.radii.to(world), self.pairs)
+        return pen.mean() / self.body_length**2
 
 
 def _tree_hops(parents: np.ndarray) -> np.ndarray:

@@ -34,7 +34,7 @@ from sim import Motion, Rig
 from sim.torch_ops import TorchRig
 
 from .guidance import GuidanceConfig, VideoSDS, build_guidance, step_generator
-from .losses import PosePrior, SelfCollisionSpheres, ground_penalty_local, smoothness
+from .losses import PosePrior, SelfCollisionCapsules, ground_penalty, smoothness
 from .renderer import RenderConfig, VideoRenderer
 from .trajectory import Trajectory
 
@@ -56,7 +56,7 @@ class LossWeights:
     ground: float = 100.0
     """Squared depth of skinned points below the ground [body lengths]."""
     self_collision: float = 10.0
-    """Squared overlap of bone spheres of distant body parts [body lengths]."""
+    """Squared overlap of capsules of distant body parts [body lengths]."""
     pose_prior: float = 1.0
     """The pose-prior hook's value (ignored when no hook is given)."""
 
@@ -186,7 +186,7 @@ class Distiller:
         self.trajectory = Trajectory(rig, init, config.optim.key_count).to(self.device)
         self.renderer = VideoRenderer(rig, config.render, device=self.device)
         self.body_length = self.renderer.body_length
-        self.self_collision = SelfCollisionSpheres(rig)
+        self.self_collision = SelfCollisionCapsules(rig)
         self.pose_prior = pose_prior
         self.oracle_motion = oracle_motion
         if guidance is None:
@@ -260,7 +260,7 @@ class Distiller:
         terms = {
             "sds": sds.loss,
             "smoothness": smoothness(world, self.body_length),
-            "ground": ground_penalty_local(points, self.renderer.ground_z, self.body_length),
+            "ground": ground_penalty(points, self.renderer.ground_z, self.body_length),
             "self_collision": self.self_collision(world),
         }
         if self.pose_prior is not None:

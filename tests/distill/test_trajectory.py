@@ -9,7 +9,7 @@ import torch
 
 import sim
 from distill import Trajectory, body_root_joint, catmull_rom_basis
-from distill.losses import SelfCollisionSpheres, ground_penalty_local, smoothness
+from distill.losses import SelfCollisionCapsules, ground_penalty, smoothness
 from distill.metrics import joint_angle_errors, motion_error
 from distill.trajectory import sample_clip
 from sim.rotations import axis_angle_to_quat, quat_multiply
@@ -114,12 +114,14 @@ def test_regularizers(make_chain):
     bumped[2, :, 2] += 0.1
     np.testing.assert_allclose(smoothness(bumped, 1.0).item(), 0.1**2 * (1 + 4 + 1) / (f - 2), rtol=1e-4)
     points, _ = trig.skin(world)
-    assert ground_penalty_local(points, 0.0, 1.0).item() == 0.0  # the tube floats above z = 0
-    sunk = ground_penalty_local(points - torch.tensor([0.0, 0.0, 1.0]), 0.0, 1.0)
-    assert sunk.item() > 0
+    assert ground_penalty(points, 0.0, 1.0).item() == 0.0  # the tube floats above z = 0
+    sunk = points - torch.tensor([0.0, 0.0, 1.0])
+    depth = (-sunk[..., 2]).clamp_min(0.0)
+    np.testing.assert_allclose(ground_penalty(sunk, 0.0, 2.0).item(), depth.square().sum(-1).mean() / 4, rtol=1e-5)
     long_rig = make_chain(joint_count=5)
     long_trig = sim.torch_ops.TorchRig(long_rig)
-    collide = SelfCollisionSpheres(long_rig, min_hops=2)
+    collide = SelfCollisionCapsules(long_rig, min_hops=2)
+    assert len(collide.pairs) > 0
     rest = torch.as_tensor(long_rig.rest_rotations, dtype=torch.float32)
     base = torch.as_tensor(long_rig.rest_translations[:1], dtype=torch.float32)
     np.testing.assert_allclose(collide(long_trig.forward_kinematics(base, rest[None])).item(), 0.0, atol=1e-12)
