@@ -55,6 +55,9 @@ def test_sample_writes_one_pose_per_frame(checkpoint, tmp_path):
     rot = read_animation(out)
     assert rot.shape[0] == 3 and np.isfinite(rot).all()
     assert out.with_suffix(".config.json").is_file()
+    from usd_io import validate_stage
+
+    assert validate_stage(out) == []
 
 
 def test_ik_and_interpolate(checkpoint, tmp_path):
