@@ -67,11 +67,14 @@ class RenderResult:
     Attributes:
         video: RGB in [0, 1], shape (B, F, 3, H, W).
         alpha: character coverage, shape (B, F, H, W).
+        depth: soft normalized inverse depth of the character (1 at the camera's near plane, 0 at its far plane
+            and where uncovered), shape (B, F, H, W).
         cameras: the cameras used.
     """
 
     video: torch.Tensor
     alpha: torch.Tensor
+    depth: torch.Tensor
     cameras: Cameras
 
 
@@ -199,4 +202,5 @@ class VideoRenderer:
         alpha = out.alpha.reshape(b, f, cfg.height, cfg.width)
         rgb = out.rgb.reshape(b, f, cfg.height, cfg.width, 3)
         image = alpha[..., None] * rgb + (1.0 - alpha[..., None]) * self.ground(cams)
-        return RenderResult(image.permute(0, 1, 4, 2, 3).contiguous(), alpha, cams)
+        depth = out.depth.reshape(b, f, cfg.height, cfg.width)
+        return RenderResult(image.permute(0, 1, 4, 2, 3).contiguous(), alpha, depth, cams)

@@ -69,6 +69,8 @@ class DistillCLI:
     """Camera azimuths [deg], one view each per step (default: the preset's)."""
     steps: int | None = None
     """Optimization steps (default: the preset's)."""
+    key_count: int | None = None
+    """Catmull-Rom keyframes of the trajectory (default: every frame is a key)."""
     seed: int = 0
     """Seed of the per-step timesteps and noise."""
     checkpoint_every: int | None = None
@@ -101,7 +103,7 @@ def build_config(cli: DistillCLI):
     r = dataclasses.replace(r, width=cli.width or r.width, height=cli.height or r.height)
     if cli.azimuths is not None:
         r = dataclasses.replace(r, camera=dataclasses.replace(r.camera, azimuths_deg=tuple(cli.azimuths)))
-    o = dataclasses.replace(cfg.optim, seed=cli.seed)
+    o = dataclasses.replace(cfg.optim, seed=cli.seed, key_count=cli.key_count)
     for name in ("steps", "checkpoint_every", "preview_every"):
         if getattr(cli, name) is not None:
             o = dataclasses.replace(o, **{name: getattr(cli, name)})

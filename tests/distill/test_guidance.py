@@ -121,6 +121,27 @@ def test_pixel_gradient_is_the_vjp_through_the_vae(tiny):
     np.testing.assert_allclose(video.grad, vjp, atol=VJP_RTOL * vjp.abs().max().item())
 
 
+def test_cogvideox_5b_style_rotary_embeddings(make_chain, make_motion):
+    """CogVideoX-5b uses rotary positional embeddings built as the pipeline builds them."""
+    from diffusers import CogVideoXTransformer3DModel
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        rope = CogVideoXTransformer3DModel(
+            num_attention_heads=4, attention_head_dim=16, in_channels=4, out_channels=4, time_embed_dim=2,
+            text_embed_dim=32, num_layers=1, sample_width=8, sample_height=8, sample_frames=9, patch_size=2,
+            temporal_compression_ratio=4, max_text_seq_length=16, use_rotary_positional_embeddings=True,
+        )  # fmt: skip
+    guidance = _guidance("cogvideox", transformer=rope)
+    rig = make_chain()
+    render, traj = _render_fn(rig, make_motion(rig, FRAMES))
+    out = guidance(render(), 0.3, step_generator(0, 0))
+    out.loss.backward()
+    assert torch.isfinite(out.grad).all() and out.grad.abs().max() > 0
+    assert traj.rotations_6d.grad.abs().max() > 0
+    assert len(guidance._rope_cache) == 1
+
+
 def test_vpred_and_flow_formulas_recover_the_noise():
     g = torch.Generator().manual_seed(1)
     x0, eps = (

@@ -129,6 +129,7 @@ def test_render_shapes_range_and_sky(make_chain, make_motion):
         points, normals = trig.skin(world)
         out = renderer.render(points, normals, world[:, 0, :3], traj.times)
     assert out.video.shape == (3, 3, 3, 20, 32) and out.alpha.shape == (3, 3, 20, 32)
+    assert out.depth.shape == (3, 3, 20, 32) and 0 < out.depth.max() <= 1 and out.depth.min() == 0
     assert out.video.min() >= 0 and out.video.max() <= 1
     np.testing.assert_allclose(out.video[:, :, :, 0, 0], torch.tensor(renderer.config.sky_color).expand(3, 3, 3))
     assert out.alpha.max() > 0.99, "the character is in view"
