@@ -1,6 +1,7 @@
 """Warp kernels of the pose validators (generic over float32/float64, differentiated by ``wp.Tape``).
 
-Index conventions: ``n`` a pose, ``j`` a joint, ``k`` a sphere pair, ``b`` a blend pair.
+Index conventions: ``n`` a pose, ``j`` a joint, ``b`` a blend pair. (Sphere overlaps use
+:func:`sim.collision.capsule_penetration_penalty`: a sphere is a capsule whose segment ends coincide.)
 """
 
 from __future__ import annotations
@@ -52,23 +53,6 @@ def joint_limit_kernel(
         nrm = plane_normals[p]
         swing_out[n, j, p] = w * (k * (nrm[0] * sy + nrm[1] * sz) - swing_support[j, p])
     twist_out[n, j] = w * wp.max(twist - twist_hi[j], twist_lo[j] - twist)
-
-
-@wp.kernel
-def sphere_penetration_kernel(
-    centers: wp.array2d(dtype=Any),
-    radii: wp.array(dtype=Any),
-    pairs: wp.array2d(dtype=wp.int32),
-    pen_out: wp.array2d(dtype=Any),
-):
-    """Penetration depth ``max(r_a + r_b - |c_a - c_b|, 0)`` [m] of each sphere pair. Launch dim (N, P)."""
-    n, k = wp.tid()
-    a = pairs[k, 0]
-    b = pairs[k, 1]
-    diff = centers[n, a] - centers[n, b]
-    zero = radii[a] - radii[a]
-    dist = wp.sqrt(wp.dot(diff, diff) + type(zero)(1.0e-12))
-    pen_out[n, k] = wp.max(radii[a] + radii[b] - dist, zero)
 
 
 @wp.kernel

@@ -9,7 +9,7 @@ import warp as wp
 
 from sim._warp_setup import init_warp
 
-__all__ = ["warp_device", "warp_op", "warp_scalar"]
+__all__ = ["sphere_penetration", "warp_device", "warp_op", "warp_scalar"]
 
 
 def warp_device(device: torch.device) -> str:
@@ -66,3 +66,42 @@ def warp_op(kernel, dim: tuple[int, ...], x: torch.Tensor, x_dtype, consts: Sequ
         The outputs as torch tensors.
     """
     return _WarpOp.apply(kernel, dim, x_dtype, list(consts), list(out_shapes), x)
+
+
+class _SpherePenetration(torch.autograd.Function):
+    """Sphere-pair overlap through :func:`sim.collision.capsule_penetration_penalty` (spheres are capsules whose
+    segment ends coincide), in float64, differentiable w.r.t. the centres."""
+
+    @staticmethod
+    def forward(ctx, radii: wp.array, pairs: wp.array, centers: torch.Tensor) -> torch.Tensor:
+        from sim.collision import capsule_penetration_penalty
+
+        init_warp()
+        c = centers.detach().to(torch.float64).contiguous()
+        a = wp.from_torch(c, dtype=wp.vec3d, requires_grad=True)
+        b = wp.from_torch(c.clone(), dtype=wp.vec3d, requires_grad=True)
+        tape = wp.Tape()
+        with tape:
+            depth, _ = capsule_penetration_penalty(a, b, radii, pairs)
+        ctx.saved = (tape, a, b, depth)
+        ctx.dtype = centers.dtype
+        return wp.to_torch(depth).clone().to(centers.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_depth: torch.Tensor):
+        tape, a, b, depth = ctx.saved
+        tape.backward(grads={depth: wp.from_torch(grad_depth.detach().to(torch.float64).contiguous())})
+        g = (wp.to_torch(a.grad) + wp.to_torch(b.grad)).to(ctx.dtype)
+        tape.zero()
+        return None, None, g
+
+
+def sphere_penetration(centers: torch.Tensor, radii: wp.array, pairs: wp.array) -> torch.Tensor:
+    """Overlap depth ``max(0, r_a + r_b - |c_a - c_b|)`` [m] of sphere pairs, shape (N, P).
+
+    Args:
+        centers: sphere centres [m], shape (N, S, 3) (CPU or the device of the Warp arrays).
+        radii: sphere radii [m], shape (S,), float64 Warp array.
+        pairs: sphere index pairs, shape (P, 2), int32 Warp array.
+    """
+    return _SpherePenetration.apply(radii, pairs, centers)

@@ -5,8 +5,9 @@
   or given (:meth:`JointLimits.default` for skeletons never seen).
 * ``bone_twist``: linear-blend-skinning collapse of blended regions (see :mod:`posespace.body`): a pose fails
   when a blend region keeps less than ``collapse_ratio`` of its thickness.
-* ``self_intersection``: penetration of the collision spheres of non-adjacent parts (graph distance >= 2, apart
-  in the rest pose, and not colliding routinely in the calibration data).
+* ``self_intersection``: penetration of the collision spheres of non-adjacent parts (not parent/child, not
+  sharing a skin triangle, apart in the rest pose, and not colliding routinely in the calibration data); the
+  overlaps come from :func:`sim.collision.capsule_penetration_penalty` (spheres are degenerate capsules).
 
 Every measure is a differentiable function of the 6D pose (Warp kernels behind torch autograd, FK and
 skinning through :class:`sim.torch_ops.TorchRig`), so :meth:`PoseValidators.loss` serves as a training loss and
@@ -22,8 +23,8 @@ import torch
 import warp as wp
 
 from ._rotations import swing_twist_x
-from ._validator_kernels import joint_limit_kernel, sphere_penetration_kernel, twist_collapse_kernel
-from ._warp_ops import warp_device, warp_op
+from ._validator_kernels import joint_limit_kernel, twist_collapse_kernel
+from ._warp_ops import sphere_penetration, warp_device, warp_op
 from .pose_rig import PoseRig
 
 __all__ = [
@@ -289,7 +290,7 @@ class PoseValidators:
             arr(plane_normals(lim.swing.shape[1]), vec2), arr(lim.swing, scalar), arr(lim.twist_lo, scalar),
             arr(lim.twist_hi, scalar), arr(lim.weight, scalar),
         ]  # fmt: skip
-        self._radii = arr(body.sphere_radius, scalar)
+        self._radii = wp.array(np.ascontiguousarray(body.sphere_radius, dtype=np.float64), dtype=wp.float64, device=dev)
         self._pairs = wp.array(np.ascontiguousarray(self.pairs, dtype=np.int32).reshape(-1, 2), dtype=wp.int32,
                                device=dev)  # fmt: skip
         inv = body.bind_rotations.copy()
@@ -332,9 +333,7 @@ class PoseValidators:
                             device=warp_device(self.device))  # fmt: skip
         if parr.shape[0] == 0:
             return centers.new_zeros((n, 0))
-        (pen,) = warp_op(sphere_penetration_kernel, (n, parr.shape[0]), centers, self._vec3,
-                         [self._radii, parr], [(n, parr.shape[0])])  # fmt: skip
-        return pen
+        return sphere_penetration(centers, self._radii, parr)
 
     def collapse_ratios(self, world: torch.Tensor) -> torch.Tensor:
         """Blend-region thickness ratios under twist, shape (N, B)."""
