@@ -225,3 +225,69 @@ def test_build_tiny_and_oracle_guidance():
     assert isinstance(oracle.transformer, OracleDenoiser) and oracle.guidance_scale == 1.0
     out = oracle(target, 0.5, step_generator(0, 0))
     assert out.grad.abs().max() < 1e-5, "the target itself is already distilled"
+
+
+def _save_cogvideox_folder(root) -> None:
+    """A diffusers-layout CogVideoX folder with tiny random weights and a sentencepiece T5 tokenizer trained here."""
+    spm = pytest.importorskip("sentencepiece", reason="CogVideoX's T5Tokenizer needs sentencepiece")
+    from diffusers import CogVideoXTransformer3DModel
+    from transformers import T5Tokenizer
+
+    comps = tiny_cogvideox()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        transformer = CogVideoXTransformer3DModel(
+            num_attention_heads=4, attention_head_dim=8, in_channels=4, out_channels=4, time_embed_dim=2,
+            text_embed_dim=32, num_layers=1, sample_width=8, sample_height=8, sample_frames=9, patch_size=2,
+            temporal_compression_ratio=4, max_text_seq_length=226,
+        )  # fmt: skip
+    words = ["a", "fox", "walks", "runs", "jumps", "over", "the", "grass", "quickly", "slowly", "cat", "dog"]
+    lines = [" ".join(words[(i * k) % len(words)] for k in range(1, 8)) for i in range(200)]
+    prefix = root / "sp"
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_prefix=str(prefix), vocab_size=40, pad_id=0, eos_id=1, unk_id=2,
+        bos_id=-1, minloglevel=2,
+    )  # fmt: skip
+    T5Tokenizer(vocab_file=f"{prefix}.model").save_pretrained(root / "tokenizer")
+    transformer.save_pretrained(root / "transformer")
+    comps.vae.save_pretrained(root / "vae")
+    comps.scheduler.save_pretrained(root / "scheduler")
+    comps.text_encoder.save_pretrained(root / "text_encoder")
+
+
+def _save_wan_folder(root) -> None:
+    """A diffusers-layout Wan 2.1 folder with tiny random weights, a word-level fast tokenizer and Wan's UniPC."""
+    from diffusers import UniPCMultistepScheduler
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    comps = tiny_wan()
+    vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2, "a": 3, "fox": 4, "walking": 5}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
+    fast.save_pretrained(root / "tokenizer")
+    comps.transformer.save_pretrained(root / "transformer")
+    comps.vae.save_pretrained(root / "vae")
+    comps.text_encoder.save_pretrained(root / "text_encoder")
+    UniPCMultistepScheduler(prediction_type="flow_prediction", use_flow_sigmas=True, flow_shift=3.0).save_pretrained(
+        root / "scheduler"
+    )
+
+
+@pytest.mark.parametrize("kind", ["cogvideox-2b", "wan2.1-1.3b"])
+def test_released_kinds_load_from_a_local_diffusers_folder(tmp_path, monkeypatch, kind):
+    """--guidance-model DIR: every component comes from the folder (tiny weights in the released layout)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    (_save_cogvideox_folder if kind.startswith("cogvideox") else _save_wan_folder)(tmp_path)
+    cfg = GuidanceConfig(kind=kind, model=str(tmp_path), device="cpu", dtype="float32", guidance_scale=4.0)
+    guidance = build_guidance(cfg, "a fox walking")
+    assert isinstance(guidance, GuidanceCogVideoX if kind.startswith("cogvideox") else GuidanceWan)
+    length = 226 if kind.startswith("cogvideox") else 512
+    assert guidance.prompt_embeds.shape == (1, length, 32)
+    if kind.startswith("wan"):
+        assert guidance.shift == 3.0
+    video = torch.rand(1, FRAMES, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    out = guidance(video, 0.5, step_generator(0, 0))
+    out.loss.backward()
+    assert torch.isfinite(video.grad).all() and video.grad.abs().max() > 0
