@@ -23,7 +23,7 @@ from .data import (
     parse_clip_spec,
 )
 from .diffusion import Conditioning, DiffusionConfig, GaussianDiffusion
-from .evaluation import EvalConfig, end_effectors, evaluate, evaluate_rig, evaluate_zero_shot
+from .evaluation import EvalConfig, end_effectors, evaluate, evaluate_rig, evaluate_zero_shot, exact_self_intersection
 from .metrics import apd, joint_positions, pose_features, prdc, slerp_path
 from .model import ModelConfig, PoseDenoiser
 from .pose_rig import FEATURE_COUNT, IDENTITY_6D, PoseRig
@@ -80,6 +80,7 @@ __all__ = [
     "evaluate",
     "evaluate_rig",
     "evaluate_zero_shot",
+    "exact_self_intersection",
     "graph_distances",
     "joint_active_mask",
     "joint_positions",

@@ -2,8 +2,9 @@
 
 Per held-out skeleton: sample validity, APD, PRDC precision/coverage against the held-out poses, IK handle error
 and time per pose, projection (displacement of real poses, idempotence, repair of corrupted poses),
-interpolation path validity against per-joint slerp, and the validators' pass rate on the held-out poses
-themselves (their calibration). Zero-shot skeletons (absent from training) get sample validity and APD.
+interpolation path validity against per-joint slerp, the validators' pass rate on the held-out poses themselves
+(their calibration), and for skinned rigs the exact mesh self-intersection of samples and held-out poses.
+Zero-shot skeletons (absent from training) get sample validity, APD and exact self-intersection.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from .data import PoseSet
 from .metrics import apd, joint_positions, pose_features, prdc, slerp_path
 from .space import PoseSpace
 
-__all__ = ["EvalConfig", "end_effectors", "evaluate", "evaluate_rig", "evaluate_zero_shot"]
+__all__ = [
+    "EvalConfig",
+    "end_effectors",
+    "evaluate",
+    "evaluate_rig",
+    "evaluate_zero_shot",
+    "exact_self_intersection",
+]
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,12 @@ def evaluate_rig(
         pick = rng.choice(len(train_poses), min(cfg.samples, len(train_poses)), replace=False)
         out["prdc_training_data"] = prdc(real_prdc, pose_features(pr, train_poses[pick]), cfg.prdc_k)
 
+    if rig.meshes:
+        out["exact_self_intersection"] = {
+            "heldout": exact_self_intersection(space, rig, real),
+            "samples": exact_self_intersection(space, rig, samples),
+        }
+
     # IK: end-effector positions of held-out poses as handles
     ik_real = real[rng.choice(len(real), min(cfg.ik_poses, len(real)), replace=False)]
     effectors = end_effectors(pr)
@@ -142,6 +156,28 @@ def evaluate_rig(
     if train_poses is not None and len(train_poses) > 1:
         out["interpolation_heldout_to_train"] = _interpolation(space, rig, real, train_poses, cfg, rng)
     return out
+
+
+def exact_self_intersection(space: PoseSpace, rig: Rig, poses: np.ndarray) -> dict:
+    """Exact triangle-triangle self-intersection of the skinned mesh (:mod:`sim.mesh_intersection`) of 6D poses:
+    share of poses with any intersecting face pair, and with a penetration deeper than the validator tolerance.
+
+    An independent check of the sphere proxy the validators use (it is not differentiable, so it cannot guide).
+    """
+    import sim
+    from sim.mesh_intersection import MeshSelfIntersection
+
+    pr = space.pose_rig(rig)
+    mesh = rig.merged_mesh()
+    motion = pr.decode(poses)
+    points, _ = sim.skin_motion(rig, sim.Motion(motion.fps, motion.root_translations, motion.rotations))
+    report = MeshSelfIntersection(mesh.triangles, mesh.points).motion(points)
+    depth = report.depth_m / pr.height
+    return {
+        "any": float((report.pair_count > 0).mean()),
+        "deeper_than_tolerance": float((depth > space.validator_config.penetration_tolerance).mean()),
+        "max_depth": float(depth.max(initial=0.0)),
+    }
 
 
 def _interpolation(space: PoseSpace, rig: Rig, first: np.ndarray, second: np.ndarray, cfg: EvalConfig, rng) -> dict:
@@ -189,6 +225,7 @@ def evaluate_zero_shot(space: PoseSpace, source: str, cfg: EvalConfig | None = N
         "source": source,
         "known": space.is_known(rig),
         "sample_validity": val.check(samples).rates(),
+        "exact_self_intersection": exact_self_intersection(space, rig, samples) if rig.meshes else None,
         "unguided_sample_validity": val.check(unguided).rates()["valid"],
         "apd": apd(pr, samples),
     }

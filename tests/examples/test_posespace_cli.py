@@ -84,7 +84,16 @@ def test_evaluate_writes_metrics(checkpoint, tmp_path):
            "--sampling.ik-dls-iters", "1", "--sampling.interpolation-steps", "1", *FAST_SAMPLING))  # fmt: skip
     metrics = json.loads((out / "metrics.json").read_text())
     quad = metrics["heldout"]["quadruped"]
-    for key in ("sample_validity", "apd", "prdc", "ik", "projection", "interpolation", "heldout_validity"):
+    for key in (
+        "sample_validity",
+        "apd",
+        "prdc",
+        "ik",
+        "projection",
+        "interpolation",
+        "heldout_validity",
+        "exact_self_intersection",
+    ):
         assert key in quad
     assert 0.0 <= quad["prdc"]["precision"] <= 1.0 and np.isfinite(quad["ik"]["ms_per_pose"])
     assert "procedural:biped" in metrics["zero_shot"]
