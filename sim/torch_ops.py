@@ -186,6 +186,13 @@ class _Skin(torch.autograd.Function):
         return None, out
 
 
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    """Device equality that treats ``cpu`` and ``cpu:0`` (as accelerate hands out) as the same device."""
+    if a.type == "cpu" or b.type == "cpu":
+        return a.type == b.type
+    return a == b
+
+
 class TorchRig:
     """A rig prepared for differentiable torch FK and skinning on one device and precision.
 
@@ -201,6 +208,8 @@ class TorchRig:
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
         self.rig = rig
         self.device = torch.device(device)
+        if self.device.type == "cpu":
+            self.device = torch.device("cpu")
         self.dtype = dtype
         wp_device = "cpu" if self.device.type == "cpu" else f"cuda:{self.device.index or 0}"
         self.arrays = RigArrays(rig, wp_device, "float32" if dtype == torch.float32 else "float64")
@@ -218,7 +227,7 @@ class TorchRig:
     def _check(self, name: str, x: torch.Tensor, tail: tuple[int, ...]) -> None:
         if x.shape[x.dim() - len(tail) :] != tail:
             raise ValueError(f"{name}: expected shape (..., {', '.join(map(str, tail))}), got {tuple(x.shape)}")
-        if x.dtype != self.dtype or x.device != self.device:
+        if x.dtype != self.dtype or not _same_device(x.device, self.device):
             raise ValueError(f"{name}: expected {self.dtype} on {self.device}, got {x.dtype} on {x.device}")
 
     def forward_kinematics(

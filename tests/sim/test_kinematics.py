@@ -174,3 +174,14 @@ def test_torch_rotation_helpers_match_numpy(rng):
     )
     v = rng.normal(size=(50, 3))
     np.testing.assert_allclose(T.quat_rotate(torch.tensor(a), torch.tensor(v)).numpy(), R.quat_rotate(a, v), atol=1e-12)
+
+
+def test_torch_rig_accepts_cpu_index(rng):
+    from sim.torch_ops import TorchRig
+
+    rig = make_rig(rng)
+    trig = TorchRig(rig, device="cpu:0")
+    root = torch.zeros(1, 3, device="cpu:0")
+    rot = torch.tensor(rig.rest_rotations, dtype=torch.float32, device="cpu:0")[None]
+    points, _ = trig.skin(trig.forward_kinematics(root, rot))
+    assert points.device.type == "cpu" and torch.isfinite(points).all()
