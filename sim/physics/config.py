@@ -195,6 +195,8 @@ class ProjectionConfig:
     passes: int = 3
     """Sweeps over the clip; each starts from the previous sweep's plan (its windows' first rollout), and the
     sweep that tracked best is returned."""
+    pass_sigma_decay: float = 1.0
+    """Sigma multiplier per sweep (later sweeps refine the previous plan more locally when < 1)."""
     ilc_passes: int = 2
     """Iterative-learning passes before MPPI: whole-clip PD runs whose joint-angle errors are added back to the
     targets (cheap first correction of gravity sag)."""
@@ -208,7 +210,7 @@ class ProjectionConfig:
     """Cost weight of body orientation error [rad^2]."""
     velocity_weight: float = 0.01
     """Cost weight of body velocity error (in heights per second, squared)."""
-    skate_weight: float = 0.05
+    skate_weight: float = 0.0
     """Cost weight of the horizontal speed of ground-contact bodies' lowest points while they touch the ground
     (within 1% of the height), in heights per second, squared: planted feet stay planted."""
     offset_weight: float = 0.002

@@ -67,21 +67,14 @@ def render_preview(
     if ghost is not None:
         gpts = _points(rig, ghost)[0]
         gpts = gpts[np.minimum(np.arange(F), gpts.shape[0] - 1)]
-    # heading from the root's travel; the ghost stands to the character's left
+    # heading from the root's travel; camera on the character's right, three-quarter view, looking slightly down
     root = pts[:, :, :2].mean(axis=1)
     travel = root[-1] - root[0]
     heading = travel / np.linalg.norm(travel) if np.linalg.norm(travel) > 1e-6 else np.array([1.0, 0.0])
     heading = np.array([heading[0], heading[1], 0.0])
     left = np.cross([0.0, 0.0, 1.0], heading)
-    extent = pts[0].max(axis=0) - pts[0].min(axis=0)
-    height = float(extent[2])
-    width = float(abs(extent @ left)) + 1e-6
-    offset = left * 1.5 * max(width, 0.3 * height)
-    if gpts is not None:
-        gpts = gpts + offset
-    # camera: three-quarter view from the character's right side, looking slightly down
-    yaw = np.deg2rad(35.0)
-    view = -left * np.cos(yaw) + heading * np.sin(yaw)  # from the camera towards the scene
+    yaw = np.deg2rad(30.0)
+    view = left * np.cos(yaw) + heading * np.sin(yaw)  # from the camera towards the scene
     view = view + np.array([0.0, 0.0, -0.35])
     view /= np.linalg.norm(view)
     right = np.cross(view, [0.0, 0.0, 1.0])
@@ -89,7 +82,15 @@ def render_preview(
     up = np.cross(right, view)
     light = -view + np.array([0.0, 0.0, 0.6])
     light /= np.linalg.norm(light)
-    span = 1.6 * max(height, width + np.linalg.norm(offset)) + 1e-6
+    extent = pts[0].max(axis=0) - pts[0].min(axis=0)
+    height = float(extent[2])
+    size_h = float(max(np.abs(extent @ heading), np.abs(extent @ left), 1e-6))  # horizontal size
+    # the ghost stands beside the character on screen (to its right), one character length away
+    offset = right * 1.25 * size_h
+    if gpts is not None:
+        gpts = gpts + offset
+    span = 1.15 * (size_h + (np.linalg.norm(offset) if gpts is not None else 0.0)) + 1e-6
+    span = max(span, 1.6 * height)
     w, h = size
     dpi = 100
     images = []
@@ -97,7 +98,7 @@ def render_preview(
         fig = plt.figure(figsize=(w / dpi, h / dpi), dpi=dpi)
         ax = fig.add_axes((0, 0, 1, 1))
         ax.set_axis_off()
-        centre = pts[f].mean(axis=0) + 0.5 * offset
+        centre = pts[f].mean(axis=0) + (0.5 * offset if gpts is not None else 0.0)
         centre[2] = ground_height + 0.45 * height
         aspect = h / w
 

@@ -117,7 +117,7 @@ def _mppi_pass(character, ref, sim, tracking, cfg, plan_flat, target_filter, rng
         K = m.shape[1]
         mean = np.zeros((K, C))
         best = (np.inf, None, None, None, None, 0.0, 0.0)  # cost, delta, frames, state q, state qd, assist
-        sigma = np.deg2rad(cfg.sigma_deg)
+        sigma = np.deg2rad(cfg.sigma_deg) * cfg.pass_sigma_decay**pass_index
         for _it in range(cfg.iterations):
             eps = rng.standard_normal((W, K, C)) * sigma
             eps[0] = 0.0
