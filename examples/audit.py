@@ -19,8 +19,7 @@ import tyro
 
 from sim import RigError
 from sim.audit import AuditConfig
-from usd_io import InputError, load_asset
-from usd_io.audit_io import audit_asset, write_audit
+from usd_io import InputError, audit_asset, load_asset, write_audit
 
 
 @dataclass

@@ -15,7 +15,7 @@ from pathlib import Path
 import tyro
 
 from sim import RigError
-from usd_io import InputError, load_asset, write_usdskel
+from usd_io import InputError, audit_folder_name, load_asset, write_audit, write_usdskel
 
 
 @dataclass
@@ -28,6 +28,9 @@ class ConvertConfig:
     """Clip to write (bound to the skeleton). Default: every clip, each a SkelAnimation, the first one bound."""
     meters_per_unit: float | None = None
     """BVH only: the file's length unit in metres (default: detected from the skeleton's height)."""
+    audit: bool = True
+    """Audit every written clip for physical plausibility next to the output: OUTPUT.audit/CLIP/ holds report.json,
+    timeline.png and worst_frame.png (see examples/audit.py)."""
 
 
 def main(cfg: ConvertConfig) -> int:
@@ -51,6 +54,14 @@ def main(cfg: ConvertConfig) -> int:
     vertices = sum(m.vertex_count for m in rig.meshes)
     listed = ", ".join(f"{c.name} ({c.frame_count} keys)" for c in clips) or "none"
     print(f"wrote {cfg.output}: rig {rig.name!r} ({rig.joint_count} joints, {vertices} vertices), clips: {listed}")
+    if cfg.audit and clips:
+        root = cfg.output.with_name(cfg.output.name + ".audit")
+        for motion in clips:
+            folder = root / audit_folder_name(motion.name)
+            report = write_audit(folder, rig, motion, source=f"{cfg.input}#{motion.name}")
+            failed = ", ".join(c.name for c in report.failed_checks)
+            print(f"audit {motion.name}: {'failed ' + failed if failed else 'passed'}")
+        print(f"wrote {root}/")
     return 0
 
 

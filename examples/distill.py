@@ -31,7 +31,7 @@ from distill.optimize import Distiller  # noqa: E402
 from distill.presets import preset  # noqa: E402
 from distill.trajectory import sample_clip  # noqa: E402
 from sim import RigError  # noqa: E402
-from usd_io import InputError, load_asset  # noqa: E402
+from usd_io import InputError, load_asset, write_audit  # noqa: E402
 
 
 @dataclass
@@ -39,7 +39,7 @@ class DistillCLI:
     asset: str
     """Character: a .gltf/.glb or .usd/.usda/.usdc file with a skinned mesh, or procedural:NAME."""
     output: Path
-    """Run folder: config.json, checkpoint.pt, loss_log.csv, previews/, motion.usda (+ oracle_metrics.json)."""
+    """Run folder: config.json, checkpoint.pt, loss_log.csv, previews/, motion.usda, audit/ (+ oracle_metrics.json)."""
     prompt: str = "a fox walking"
     """Text prompt (ignored by the oracle)."""
     guidance: GuidanceKind = "tiny"
@@ -86,6 +86,9 @@ class DistillCLI:
     than they gain, measured 2-4x on a busy 2-core machine; torch's default otherwise)."""
     quiet: bool = False
     """No progress bar."""
+    audit: bool = True
+    """Write the plausibility audit of the distilled motion to OUTPUT/audit/ (report.json, timeline.png,
+    worst_frame.png)."""
 
 
 def build_config(cli: DistillCLI):
@@ -148,6 +151,10 @@ def main(cli: DistillCLI) -> int:
             f"{100 * m['root_path_error']:.2f}% of body length ({m['root_path_error_m']:.4g} m of "
             f"{m['body_length_m']:.4g} m)"
         )
+    if cli.audit:
+        report = write_audit(cli.output / "audit", asset.rig, result.motion, source=f"{cli.asset} (distilled)")
+        failed = ", ".join(c.name for c in report.failed_checks)
+        print(f"audit: {'failed ' + failed if failed else 'passed'} ({cli.output / 'audit' / 'report.json'})")
     return 0
 
 

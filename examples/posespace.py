@@ -45,7 +45,7 @@ from posespace import (  # noqa: E402
 )
 from posespace.training import DEFAULT_HELDOUT, DEFAULT_TRAIN_DATA  # noqa: E402
 from sim import RigError  # noqa: E402
-from usd_io import InputError, atomic_output, load_asset, write_usdskel  # noqa: E402
+from usd_io import InputError, atomic_output, load_asset, write_audit, write_usdskel  # noqa: E402
 
 
 @dataclass
@@ -110,6 +110,9 @@ class Interpolate:
     """End pose as CLIP:FRAME or FRAME."""
     steps: int = 30
     """Poses on the path, ends included."""
+    audit: bool = True
+    """Write the plausibility audit of the path next to the output (OUTPUT.audit/: report.json, timeline.png,
+    worst_frame.png)."""
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     """Sampler settings."""
     threads: int = 1
@@ -213,8 +216,15 @@ def run_interpolate(cfg: Interpolate) -> str:
         ends.append(pr.encode(asset.clips[clip])[frame])
     path = space.interpolate_poses(rig, ends[0], ends[1], cfg.steps)
     rates = space.validators(rig).check(path).rates()
-    write_usdskel(cfg.output, rig, [pr.decode(path, name="interpolation")])
-    return f"{cfg.steps}-pose path of {rig.name!r}, validity {rates['valid']:.3f}"
+    motion = pr.decode(path, name="interpolation")
+    write_usdskel(cfg.output, rig, [motion])
+    message = f"{cfg.steps}-pose path of {rig.name!r}, validity {rates['valid']:.3f}"
+    if cfg.audit:
+        folder = cfg.output.with_name(cfg.output.name + ".audit")
+        report = write_audit(folder, rig, motion, source=f"{cfg.rig} (pose-space interpolation)")
+        failed = ", ".join(c.name for c in report.failed_checks)
+        message += f"; audit {'failed ' + failed if failed else 'passed'} ({folder}/)"
+    return message
 
 
 def run_evaluate(cfg: Evaluate) -> str:

@@ -139,7 +139,7 @@ def main(cfg: TrackConfig) -> int:
         render_preview(out / "preview.gif", rig, result.motion, prepared.motion, max_frames=cfg.preview_frames,
                        title=f"{rig.name} {clip.name} ({cfg.method})")  # fmt: skip
     if cfg.audit:
-        from usd_io.audit_io import write_audit
+        from usd_io import write_audit
 
         report = write_audit(out / "audit", rig, result.motion, source=f"{cfg.motion} ({cfg.method})")
         metrics["audit_passed"] = bool(report.passed)

@@ -17,6 +17,7 @@ from .audit_io import (
     assert_no_self_intersection,
     audit_asset,
     audit_file,
+    audit_folder_name,
     write_audit,
 )
 from .errors import InputError
@@ -35,6 +36,7 @@ __all__ = [
     "atomic_output",
     "audit_asset",
     "audit_file",
+    "audit_folder_name",
     "load_asset",
     "read_bvh",
     "read_gltf",

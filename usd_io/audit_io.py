@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,7 @@ __all__ = [
     "assert_no_self_intersection",
     "audit_asset",
     "audit_file",
+    "audit_folder_name",
     "write_audit",
 ]
 
@@ -90,6 +92,12 @@ def audit_file(
         InputError: unreadable file, unknown clip (the message names file and field).
     """
     return audit_asset(load_asset(path, **load_options), clip, config, limits=limits)
+
+
+def audit_folder_name(clip_name: str) -> str:
+    """A folder name for a clip's audit: the clip name with characters outside ``[A-Za-z0-9._-]`` replaced by ``_``."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", clip_name).strip(".") or "clip"
+    return name
 
 
 def write_audit(

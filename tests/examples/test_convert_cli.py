@@ -145,3 +145,31 @@ def test_procedural_characters_convert(tmp_path, name):
     asset = load_asset(out)
     assert asset.rig.meshes and "walk" in asset.clips
     assert all(np.isfinite(m.points).all() for m in asset.rig.meshes)
+
+
+def test_every_written_clip_is_audited_next_to_the_output(tmp_path):
+    """A stage with a clean walk and the same walk sunk 3 cm on frames 10-30: convert writes one audit per clip,
+    the sunk one fails ground penetration on those frames, the clean one passes; --no-audit writes none."""
+    import json
+
+    from audit_cases import sunk
+
+    import usd_io
+
+    asset = usd_io.load_asset("procedural:biped-walk")
+    walk = asset.clip("walk")
+    source = tmp_path / "two_clips.usda"
+    usd_io.write_usdskel(source, asset.rig, [walk, sunk(walk, 10, 30, 0.03)])
+    out = tmp_path / "out" / "biped.usda"
+    result = run_convert("--input", str(source), "--output", str(out))
+    assert result.returncode == 0, result.stderr
+    audits = out.parent / "biped.usda.audit"
+    reports = {p.parent.name: json.loads(p.read_text()) for p in audits.glob("*/report.json")}
+    assert set(reports) == {"walk", "walk-sunk"}
+    assert reports["walk"]["passed"], reports["walk"]["checks"]
+    check = next(c for c in reports["walk-sunk"]["checks"] if c["name"] == "ground_penetration")
+    assert check["status"] == "fail"
+    assert [(r["start"], r["stop"]) for r in check["frame_ranges"]] == [(10, 30)]
+    bare = tmp_path / "bare" / "biped.usda"
+    assert run_convert("--input", str(source), "--output", str(bare), "--no-audit").returncode == 0
+    assert sorted(p.name for p in bare.parent.iterdir()) == ["biped.usda"]

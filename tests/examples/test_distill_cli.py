@@ -46,6 +46,9 @@ def _check_outputs(out: Path) -> list[dict]:
     assert len(anims) == 1
     rotations = np.array(UsdSkel.Animation(anims[0]).GetRotationsAttr().Get(stage.GetEndTimeCode()))
     assert np.isfinite(rotations).all()
+    report = json.loads((out / "audit" / "report.json").read_text())  # the audit of the distilled motion
+    assert report["frame_count"] == len(UsdSkel.Animation(anims[0]).GetRotationsAttr().GetTimeSamples())
+    assert (out / "audit" / "timeline.png").is_file()
     return rows
 
 

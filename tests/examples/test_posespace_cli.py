@@ -73,6 +73,8 @@ def test_ik_and_interpolate(checkpoint, tmp_path):
            *FAST_SAMPLING))  # fmt: skip
     rot = read_animation(path)
     assert rot.shape[0] == 4 and np.isfinite(rot).all()
+    report = json.loads((tmp_path / "path.usda.audit" / "report.json").read_text())  # the path's audit beside it
+    assert report["frame_count"] == 4 and report["rig"] == "quadruped"
 
 
 def test_evaluate_writes_metrics(checkpoint, tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from audit_cases import limb_through_body, sliding, sunk
 
 import usd_io
-from usd_io.audit_io import (
+from usd_io import (
     AUDIT_FILES,
     assert_ground_contact,
     assert_no_foot_skate,
