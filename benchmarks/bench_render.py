@@ -7,12 +7,15 @@ Run:  .venv/bin/python benchmarks/bench_render.py [--asset ../shared/assets/gltf
 One "frame" is one rendered image (one view of one time sample). Each timing covers the whole path the optimizer
 runs: FK + skinning (Warp, through ``sim.torch_ops.TorchRig``), follow cameras, shading, the Warp soft rasterizer
 and the ground, and for forward + backward also the gradient down to the joint rotations and root translation.
-The rasterizer alone (Warp kernels + binning) is timed separately. Best of ``--repeats`` after one warm-up.
+The rasterizer alone (Warp kernels + binning) is timed separately. Best of ``--repeats`` after one warm-up; on CUDA
+each timed call ends with a device synchronization (completion time, Warp's and torch's streams alike).
+The default asset is ``$KINEDISTILL_ASSETS/gltf/Fox.glb`` (``../shared/assets`` when the variable is unset).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -24,21 +27,29 @@ from sim.torch_ops import TorchRig
 from usd_io import load_asset
 
 REPO = Path(__file__).resolve().parents[1]
+ASSETS = Path(os.environ.get("KINEDISTILL_ASSETS", REPO.parent / "shared" / "assets"))
 
 
-def best_of(fn, repeats: int) -> float:
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def best_of(fn, repeats: int, device: torch.device) -> float:
     fn()
+    _sync(device)
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
+        _sync(device)
         times.append(time.perf_counter() - t0)
     return min(times)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--asset", default=str(REPO.parent / "shared" / "assets" / "gltf" / "Fox.glb"))
+    ap.add_argument("--asset", default=str(ASSETS / "gltf" / "Fox.glb"))
     ap.add_argument("--clip", default="Walk")
     ap.add_argument("--resolutions", default="64,256")
     ap.add_argument("--views", type=int, default=4)
@@ -51,6 +62,11 @@ def main() -> None:
     asset = load_asset(args.asset)
     rig, clip = asset.rig, asset.clip(args.clip)
     dev = torch.device(args.device)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit(f"--device {args.device}: torch has no CUDA (torch.cuda.is_available() is False)")
+        # an explicit index: TorchRig compares tensor devices (cuda:0) with its own
+        dev = torch.device("cuda", dev.index if dev.index is not None else torch.cuda.current_device())
     trig = TorchRig(rig, device=dev)
     rot = torch.tensor(clip.rotations, dtype=torch.float32, device=dev)
     trans = torch.tensor(clip.local_translations(rig), dtype=torch.float32, device=dev)
@@ -61,12 +77,13 @@ def main() -> None:
         f"asset {args.asset}: {rig.joint_count} joints, {mesh.vertex_count} vertices, {len(mesh.triangles)} triangles"
     )
     print(f"clip {clip.name}: {frames} time samples x {args.views} views = {frames * args.views} frames per call")
-    print(f"device {dev}, torch threads {torch.get_num_threads()}, best of {args.repeats}")
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "CPU"
+    print(f"device {dev} ({name}), torch threads {torch.get_num_threads()}, best of {args.repeats}")
     print()
     print(f"{'resolution':>10} {'forward fps':>12} {'fwd+bwd fps':>12} {'raster fwd fps':>15} {'raster f+b fps':>15}")
     for res in (int(r) for r in args.resolutions.split(",")):
         fps = bench_resolution(rig, trig, rot, trans, times, res, args)
-        print(f"{f'{res}x{res}':>10} {fps[0]:12.1f} {fps[1]:12.1f} {fps[2]:15.1f} {fps[3]:15.1f}")
+        print(f"{f'{res}x{res}':>10} {fps[0]:12.1f} {fps[1]:12.1f} {fps[2]:15.1f} {fps[3]:15.1f}", flush=True)
 
 
 def bench_resolution(rig, trig, rot, trans, times, res: int, args) -> list[float]:
@@ -111,7 +128,7 @@ def bench_resolution(rig, trig, rot, trans, times, res: int, args) -> list[float
             (out.rgb.square().mean() + out.alpha.mean()).backward()
 
     n = frames * args.views
-    return [n / best_of(lambda bw=bw, f=f: f(bw), args.repeats) for f in (full, raster) for bw in (False, True)]
+    return [n / best_of(lambda bw=bw, f=f: f(bw), args.repeats, dev) for f in (full, raster) for bw in (False, True)]
 
 
 if __name__ == "__main__":
