@@ -49,13 +49,14 @@ class _CapsulePenalty(torch.autograd.Function):
     def forward(ctx, seg_a: torch.Tensor, seg_b: torch.Tensor, radii: torch.Tensor, pairs: torch.Tensor):
         init_warp()
         a, b = _wp_vec3(seg_a), _wp_vec3(seg_b)
-        r = wp.from_torch(radii.detach().to(torch.float64).contiguous(), requires_grad=True)
-        pr = wp.from_torch(pairs.detach().to(torch.int32).contiguous().reshape(-1, 2))
+        r = wp.from_torch(radii.detach().to(device=seg_a.device, dtype=torch.float64).contiguous(), requires_grad=True)
+        pr = wp.from_torch(pairs.detach().to(device=seg_a.device, dtype=torch.int32).contiguous().reshape(-1, 2))
         tape = wp.Tape()
         with tape:
             _, pen = _capsule_wp(a, b, r, pr)
         ctx.saved = (tape, a, b, r, pen)
         ctx.dtypes = (seg_a.dtype, seg_b.dtype, radii.dtype)
+        ctx.radii_device = radii.device
         return wp.to_torch(pen).clone().to(seg_a.dtype)
 
     @staticmethod
@@ -66,7 +67,7 @@ class _CapsulePenalty(torch.autograd.Function):
         out = (
             wp.to_torch(a.grad).clone().to(ta),
             wp.to_torch(b.grad).clone().to(tb),
-            wp.to_torch(r.grad).clone().to(tr),
+            wp.to_torch(r.grad).clone().to(device=ctx.radii_device, dtype=tr),
         )
         tape.zero()
         return (*out, None)
@@ -76,7 +77,7 @@ def ground_penetration_penalty(points: torch.Tensor, ground_height: float = 0.0)
     """Per-frame ground penalty ``sum_v max(0, h - z)^2`` [m^2].
 
     Args:
-        points: world points [m], shape (..., V, 3); CPU tensor.
+        points: world points [m], shape (..., V, 3) (any device; the Warp kernels run where the tensor lives).
         ground_height: ground plane height [m].
 
     Returns:

@@ -187,10 +187,18 @@ class _Skin(torch.autograd.Function):
 
 
 def _same_device(a: torch.device, b: torch.device) -> bool:
-    """Device equality that treats ``cpu`` and ``cpu:0`` (as accelerate hands out) as the same device."""
+    """Device equality that treats ``cpu`` and ``cpu:0`` (as accelerate hands out), and ``cuda`` and the current
+    ``cuda:N``, as the same device."""
     if a.type == "cpu" or b.type == "cpu":
         return a.type == b.type
-    return a == b
+    return _indexed(a) == _indexed(b)
+
+
+def _indexed(device: torch.device) -> torch.device:
+    """``cuda`` -> ``cuda:<current>``; other devices unchanged."""
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
 
 
 class TorchRig:
@@ -207,7 +215,7 @@ class TorchRig:
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
         self.rig = rig
-        self.device = torch.device(device)
+        self.device = _indexed(torch.device(device))  # "cuda" -> "cuda:N": tensors report their index
         if self.device.type == "cpu":
             self.device = torch.device("cpu")
         self.dtype = dtype
