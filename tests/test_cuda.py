@@ -24,17 +24,17 @@ Tolerances, by kind of comparison:
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
 import pytest
 import torch
 import warp as wp
+from random_cases import make_rig, random_capsules
 
 import sim
 from sim._reference import fk_reference, lbs_normals_reference, lbs_reference
 from sim._warp_setup import init_warp
-from sim.rotations import quat_normalize, quat_to_matrix, transform_matrix
+from sim.rotations import quat_normalize, quat_to_matrix
 
 DEVICE = os.environ.get("KINEDISTILL_TEST_DEVICE", "cuda")
 """The device under test: ``cuda`` (default) or ``cpu`` (runs every code path against CPU, for local checks)."""
@@ -106,26 +106,6 @@ def check_close_rel(what: str, got, want, rtol: float) -> None:
     scale = float(np.max(np.abs(want_np))) if want_np.size else 0.0
     assert scale > 0, f"{what}: reference is all zero (the case exercises nothing)"
     check_close(what, got, want_np, rtol * scale)
-
-
-PARENTS = [-1, 0, 1, 1, 3, 0]
-
-
-def make_rig(rng: np.random.Generator, vertex_count: int = 24, influences: int = 3, scale: float = 1.3) -> sim.Rig:
-    """A branching 6-joint rig whose bind pose differs from its rest pose and whose IBMs carry a uniform scale."""
-    count = len(PARENTS)
-    rest_t, rest_q = rng.normal(size=(count, 3)), quat_normalize(rng.normal(size=(count, 4)))
-    bind = transform_matrix(rng.normal(size=(count, 3)), quat_normalize(rng.normal(size=(count, 4))))
-    ibm = np.diag([scale, scale, scale, 1.0]) @ np.linalg.inv(bind)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", sim.RigWarning)
-        points = rng.normal(size=(vertex_count, 3))
-        tris = np.array([[0, i, i + 1] for i in range(1, vertex_count - 1)])
-        joints = rng.integers(0, count, (vertex_count, influences))
-        weights = rng.random((vertex_count, influences)) + 0.1
-        mesh = sim.SkinnedMesh("m", points, tris, joints, weights, joint_count=count)
-    names = [f"j{i}" for i in range(count)]
-    return sim.Rig(names, PARENTS, rest_t, rest_q, ibm, [mesh])
 
 
 def quadruped(frames: int = 6) -> tuple[sim.Rig, sim.Motion]:
@@ -302,12 +282,6 @@ def test_torch_rig_accepts_bare_device_name():
 
 
 # -- collision penalties ----------------------------------------------------------------------------------
-def _random_capsules(rng, frames=3, count=7, spread=0.25):
-    a = rng.normal(size=(frames, count, 3)) * spread
-    b = a + rng.normal(size=(frames, count, 3)) * spread
-    radii = rng.uniform(0.04, 0.2, count)
-    pairs = np.array([(i, j) for i in range(count) for j in range(i + 1, count)], dtype=np.int32)
-    return a, b, radii, pairs
 
 
 def _warp_penalties(device: str, pts, a, b, radii, pairs, up_ground, up_caps):
@@ -337,7 +311,7 @@ def test_collision_penalties_device_vs_numpy_and_cpu():
 
     rng = np.random.default_rng(16)
     pts = rng.normal(size=(4, 256, 3)) * 0.1
-    a, b, radii, pairs = _random_capsules(rng, frames=4, count=9)
+    a, b, radii, pairs = random_capsules(rng, frames=4, count=9)
     up_ground, up_caps = rng.normal(size=4), rng.normal(size=4)
     dev = _warp_penalties(WP_DEVICE, pts, a, b, radii, pairs, up_ground, up_caps)
     cpu = _warp_penalties("cpu", pts, a, b, radii, pairs, up_ground, up_caps)
@@ -362,7 +336,7 @@ def test_collision_torch_device_vs_numpy_and_cpu(pairs_on):
 
     rng = np.random.default_rng(17)
     pts = rng.normal(size=(2, 3, 64, 3)) * 0.1
-    a, b, radii, pairs = _random_capsules(rng, frames=4, count=6)
+    a, b, radii, pairs = random_capsules(rng, frames=4, count=6)
     up_g, up_c = torch.tensor(rng.normal(size=(2, 3))), torch.tensor(rng.normal(size=4))
 
     def run(device, pairs_device):
@@ -391,7 +365,7 @@ def test_collision_torch_gradcheck_on_device():
     from sim.collision_torch import capsule_penetration_penalty
 
     rng = np.random.default_rng(18)
-    a, b, radii, pairs = _random_capsules(rng, frames=2, count=5)
+    a, b, radii, pairs = random_capsules(rng, frames=2, count=5)
     ta, tb, tr = (torch.tensor(x, device=TORCH_DEVICE, requires_grad=True) for x in (a, b, radii))
     tp = torch.tensor(pairs, device=TORCH_DEVICE)
     fn = lambda x, y, z: capsule_penetration_penalty(x, y, z, tp)  # noqa: E731

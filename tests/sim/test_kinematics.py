@@ -2,38 +2,19 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 import warp as wp
+from random_cases import make_rig
 
 import sim
 from sim._reference import fk_reference, lbs_normals_reference, lbs_reference
-from sim.rotations import quat_normalize, quat_to_matrix, transform_matrix
+from sim.rotations import quat_normalize, quat_to_matrix
 
 FWD_TOL_F64 = 1e-11
 FWD_TOL_F32 = 2e-5
 FD_STEP = 1e-6
 FD_TOL = 1e-6  # float64 central differences
-PARENTS = [-1, 0, 1, 1, 3, 0]
-
-
-def make_rig(rng, vertex_count=24, influences=3, scale=1.3):
-    """A branching 6-joint rig whose bind pose differs from its rest pose and whose IBMs carry a uniform scale."""
-    count = len(PARENTS)
-    rig = sim.Rig([f"j{i}" for i in range(count)], PARENTS, rng.normal(size=(count, 3)),
-                  quat_normalize(rng.normal(size=(count, 4))))  # fmt: skip
-    bind = transform_matrix(rng.normal(size=(count, 3)), quat_normalize(rng.normal(size=(count, 4))))
-    ibm = np.diag([scale, scale, scale, 1.0]) @ np.linalg.inv(bind)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", sim.RigWarning)
-        points = rng.normal(size=(vertex_count, 3))
-        # a closed-ish surface: triangles of a random fan so normals are well defined
-        tris = np.array([[0, i, i + 1] for i in range(1, vertex_count - 1)])
-        mesh = sim.SkinnedMesh("m", points, tris, rng.integers(0, count, (vertex_count, influences)),
-                               rng.random((vertex_count, influences)) + 0.1, joint_count=count)  # fmt: skip
-    return sim.Rig(rig.joint_names, PARENTS, rig.rest_translations, rig.rest_rotations, ibm, [mesh])
 
 
 def random_motion(rng, rig, frames=3):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import warp as wp
 import warp.autograd
+from random_cases import random_capsules
 
 from sim import _collision_kernels as K
 from sim._collision_reference import (
@@ -21,14 +22,6 @@ FWD_TOL = 1e-10
 JAC_TOL = 1e-5
 """Analytic vs central-difference Jacobians (float64, step 1e-7)."""
 FD_EPS = 1e-7
-
-
-def random_capsules(rng, frames=3, count=7, spread=0.25):
-    a = rng.normal(size=(frames, count, 3)) * spread
-    b = a + rng.normal(size=(frames, count, 3)) * spread
-    radii = rng.uniform(0.04, 0.2, count)
-    pairs = np.array([(i, j) for i in range(count) for j in range(i + 1, count)], dtype=np.int32)
-    return a, b, radii, pairs
 
 
 def test_ground_forward_matches_reference(rng):
