@@ -35,6 +35,7 @@ from .reference import (
     root_motion_from_contacts,
     scale_motion,
     scale_rig,
+    smooth_centroid_velocity,
 )
 from .tracking import (
     BlowUp,
@@ -85,6 +86,7 @@ __all__ = [
     "scale_motion",
     "scale_rig",
     "self_penetration",
+    "smooth_centroid_velocity",
     "substeps_for",
     "track",
     "tracking_metrics",

@@ -67,7 +67,7 @@ class CharacterConfig:
     joint_limits_deg: dict[str, tuple[float, float]] = field(default_factory=dict)
     """Explicit limits per rig joint name: (lower, upper) [deg] applied to each of the joint's three rotation
     coordinates, relative to the reference pose; overrides the motion-derived limits of that joint."""
-    stiffness_hz: float = 15.0
+    stiffness_hz: float = 25.0
     """Natural frequency of each PD drive [Hz]: stiffness = (2 pi f)^2 x effective inertia of the DOF."""
     damping_ratio: float = 1.0
     """Damping ratio of each PD drive: damping = 2 zeta (2 pi f) x effective inertia."""
@@ -229,6 +229,9 @@ class ReferenceConfig:
     sliding distance."""
     root_velocity_smoothing_s: float = 0.05
     """Gaussian smoothing (standard deviation) of the root velocity extracted from contacts [s]."""
+    centroid_velocity_smoothing_s: float = 0.0
+    """When root motion was extracted from contacts: Gaussian smoothing (standard deviation) of the horizontal
+    velocity of the points' centroid (centre of mass proxy) [s]; 0 keeps the contact-derived root."""
     ballistic_flight: bool = True
     """Make the vertical motion of flight phases (no point near the ground) a parabola under gravity."""
     ground: Literal["none", "clip", "per_frame"] = "per_frame"

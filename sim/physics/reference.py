@@ -24,6 +24,7 @@ __all__ = [
     "root_motion_from_contacts",
     "scale_motion",
     "scale_rig",
+    "smooth_centroid_velocity",
 ]
 
 CYCLIC_TOLERANCE = 1e-3
@@ -181,6 +182,29 @@ def root_motion_from_contacts(
     return _shift_root(motion, offset), True
 
 
+def smooth_centroid_velocity(rig: Rig, motion: Motion, smoothing_s: float) -> Motion:
+    """Low-passes the horizontal velocity of the contact points' centroid (a proxy of the centre of mass).
+
+    The root is shifted horizontally so that the centroid follows its Gaussian-smoothed velocity (standard
+    deviation ``smoothing_s`` seconds), integrated from its first position. Stance feet of a stylized treadmill
+    clip sweep back at speeds that change several-fold within a stride; root motion extracted from them asks the
+    body to accelerate faster than ground forces under its feet can push it without tipping it over.
+
+    Returns:
+        The motion with the shifted root.
+    """
+    if smoothing_s <= 0 or motion.frame_count < 3:
+        return motion
+    c = _contact_points(rig, motion)[..., :2].mean(axis=1)
+    dt = np.diff(motion.times)
+    v = np.diff(c, axis=0) / dt[:, None]
+    vs = np.stack([_smooth(v[:, k], smoothing_s * motion.fps) for k in range(2)], axis=1)
+    target = c[0] + np.concatenate([np.zeros((1, 2)), np.cumsum(vs * dt[:, None], axis=0)])
+    offset = np.zeros((motion.frame_count, 3))
+    offset[:, :2] = target - c
+    return _shift_root(motion, offset)
+
+
 def ballistic_flight(rig: Rig, motion: Motion, gravity: float = 9.81) -> tuple[Motion, int]:
     """Makes the vertical motion of flight phases ballistic.
 
@@ -316,6 +340,8 @@ def prepare_reference(
         motion, added = root_motion_from_contacts(
             rig, motion, force=cfg.root_motion == "from_contacts", smoothing_s=cfg.root_velocity_smoothing_s
         )
+        if added:
+            motion = smooth_centroid_velocity(rig, motion, cfg.centroid_velocity_smoothing_s)
     shift = np.zeros(motion.frame_count)
     if cfg.ground != "none":
         shift = ground_offsets(rig, motion, cfg.ground, ground_height_m)

@@ -227,3 +227,25 @@ def test_grounding_and_ballistic_flight():
     accel = np.diff(z[9:22], 2) * fps**2
     np.testing.assert_allclose(accel, -9.81, atol=1e-6)  # free fall between take-off (9) and touch-down (21)
     np.testing.assert_allclose(z[:10], hover.root_translations[:10, 2], atol=1e-12)  # stance frames untouched
+
+
+def test_centroid_velocity_smoothing_keeps_steady_travel_and_removes_surges():
+    """A rigid clip travelling at a steady 0.5 m/s is left as it is; one whose speed alternates 0.2 / 0.8 m/s
+    per frame (mean 0.5) gets a centroid speed within a few percent of the mean away from the clip's ends."""
+    from sim.physics import smooth_centroid_velocity
+
+    rig = table_quadruped()
+    frames, fps = 41, 20.0
+    still = hold(rig, frames, fps)
+    steady = sim.Motion(fps, still.root_translations + np.outer(np.arange(frames) / fps, [0.5, 0.0, 0.0]),
+                        still.rotations)  # fmt: skip
+    out = smooth_centroid_velocity(rig, steady, 0.2)
+    np.testing.assert_allclose(out.root_translations, steady.root_translations, atol=1e-9)
+    step = np.where(np.arange(frames - 1) % 2 == 0, 0.2, 0.8) / fps
+    x = np.concatenate([[0.0], np.cumsum(step)])
+    surging = sim.Motion(fps, still.root_translations + np.outer(x, [1.0, 0.0, 0.0]), still.rotations)
+    out = smooth_centroid_velocity(rig, surging, 0.2)
+    speed = np.diff(out.root_translations[:, 0]) * fps
+    inner = slice(10, frames - 11)
+    np.testing.assert_allclose(speed[inner], 0.5, atol=0.02)
+    np.testing.assert_allclose(out.root_translations[:, 1:], surging.root_translations[:, 1:], atol=1e-12)
