@@ -147,10 +147,18 @@ class GaussianDiffusion:
         steps: int = 50,
         generator: torch.Generator | None = None,
         x0_fn: Callable[[torch.Tensor, float], torch.Tensor] | None = None,
+        temperature: float = 1.0,
     ) -> torch.Tensor:
-        """Clean poses from pure noise, shape (B, J, 6) (model units)."""
+        """Clean poses from noise, shape (B, J, 6) (model units).
+
+        Args:
+            temperature: standard deviation of the initial noise (1: the prior of the diffusion; below 1:
+                truncated sampling, nearer the modes).
+        """
+        if not temperature >= 0.0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
         shape = (*cond.mask.shape, 6)
-        noise = torch.randn(shape, generator=generator, device=cond.mask.device)
+        noise = torch.randn(shape, generator=generator, device=cond.mask.device) * float(temperature)
         return self.ddim(model, noise, cond, self.schedule(steps), x0_fn)
 
     def invert(self, model: PoseDenoiser, x0: torch.Tensor, cond: Conditioning, t_end: float, steps: int):

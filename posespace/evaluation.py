@@ -39,7 +39,8 @@ class EvalConfig:
     prdc_k: int = 5
     """k of the PRDC k-NN balls."""
     prdc_stride: int = 6
-    """PRDC compares samples with every n-th held-out pose: 10 fps at the default 60 fps. Consecutive frames
+    """PRDC compares samples with every n-th held-out pose (of the ``max_real`` subsampled ones): 10 fps at the
+    default 60 fps for clips of at most ``max_real`` frames, fewer for longer ones. Consecutive frames
     are near-duplicates whose tiny k-NN balls would measure the frame spacing along one trajectory rather than
     the pose distribution. (Shorter strides only for clips with fewer than k + 2 poses at this one.)"""
     max_real: int = 500

@@ -45,6 +45,11 @@ class SamplingConfig:
 
     steps: int = 40
     """DDIM steps from noise."""
+    temperature: float = 1.0
+    """Scale of the initial DDIM noise of :meth:`PoseSpace.sample` (truncation): 1 samples the learned
+    distribution; below 1 the deterministic DDIM map carries a narrower noise ball to poses nearer the modes
+    (fewer rare poses, less diversity: APD drops), 0 gives one pose per skeleton. IK, projection and
+    interpolation are not affected."""
     guidance_from: float = 0.7
     """Validator guidance acts on predictions at times t <= this."""
     guidance_iters: int = 2
@@ -249,7 +254,8 @@ class PoseSpace:
         for start in range(0, n, self.sampling.batch):
             m = min(self.sampling.batch, n - start)
             x = self.diffusion.sample(self.model, ctx.cond(m), self.sampling.steps, gen,
-                                      self._guide(ctx, loss) if guidance else None)  # fmt: skip
+                                      self._guide(ctx, loss) if guidance else None,
+                                      self.sampling.temperature)  # fmt: skip
             if guidance:
                 x = self._polyak(ctx, x, loss, self.sampling.polish_iters, self.sampling.guidance_damping)
             out.append(self.to_pose(ctx, x).numpy())

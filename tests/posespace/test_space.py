@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -15,6 +16,7 @@ from posespace import (
     PoseSet,
     PoseSpace,
     TrainConfig,
+    apd,
     joint_positions,
     train,
 )
@@ -23,6 +25,7 @@ from sim.rotations import axis_angle_to_quat
 TINY = ModelConfig(width=32, depth=2, heads=4, max_distance=6)
 ORTHO_TOL = 1e-9
 IK_TOLERANCE = 0.01  # fraction of the rig height
+SAME_POSE_APD = 1e-5  # APD (fraction of the height) of a batch of identical poses, float32 round-off
 
 
 class _Helpers:
@@ -86,6 +89,24 @@ def test_samples_are_rotations_and_valid(trained):
     m = rot6d_to_matrix(poses)
     np.testing.assert_allclose(m @ np.swapaxes(m, -1, -2), np.broadcast_to(np.eye(3), m.shape), atol=ORTHO_TOL)
     assert space.validators(rig).check(poses).valid.mean() >= 0.9
+
+
+def test_temperature_narrows_the_samples(trained):
+    space, rig, *_ = trained
+    pr = space.pose_rig(rig)
+    for guidance in (False, True):
+        spread = [
+            apd(pr, space.with_sampling(temperature=t).sample_poses(rig, 48, seed=5, guidance=guidance))
+            for t in (1.0, 0.7, 0.4, 0.0)
+        ]
+        assert all(a > b for a, b in itertools.pairwise(spread)), (guidance, spread)
+        # zero temperature: every sample starts from the same (zero) noise and the DDIM map is deterministic
+        assert spread[-1] < SAME_POSE_APD
+    # temperature 1 is the default sampler, draw for draw
+    np.testing.assert_array_equal(space.with_sampling(temperature=1.0).sample_poses(rig, 6, seed=2),
+                                  space.sample_poses(rig, 6, seed=2))  # fmt: skip
+    with pytest.raises(ValueError, match="temperature"):
+        space.with_sampling(temperature=-0.5).sample_poses(rig, 2, seed=0)
 
 
 def _hyperextended(rig, pr, motion, frames):
