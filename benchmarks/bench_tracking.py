@@ -1,6 +1,7 @@
 """Tracking benchmark: realtime factor of Newton PD tracking on one CPU core (warm kernel cache).
 
 Run:  taskset -c 0 .venv/bin/python benchmarks/bench_tracking.py [--frames 120] [--repeats 3] [--projection]
+          [--device cuda] [--worlds 1,24,256]
 
 Characters: the Fox glTF (Walk, scaled to 0.5 m; needs ../shared/assets) and the procedural biped and quadruped
 walks. For each: bodies, DOFs, substeps, then the realtime factor (simulated seconds per wall second) of
@@ -12,7 +13,9 @@ measured after a warm-up frame (kernel load and capture are excluded; a cold cac
 solver). Each figure is printed twice: by wall-clock time, and by the process's CPU time (what one unshared core
 would take; on a machine loaded by other jobs the wall-clock figure is lower). ``--projection`` also times the
 default physics projection on the clip (its realtime factor counts the whole optimization). Warp launches CPU
-kernels on the calling thread, so the figures are single-core.
+kernels on the calling thread, so the figures are single-core. ``--worlds`` also times W parallel worlds in one
+model (the projection's rollouts) in world-frames per second; ``--device cuda`` runs everything on the GPU (run it
+once with ``--device cpu`` in the same command for the baseline).
 """
 
 from __future__ import annotations
@@ -64,7 +67,28 @@ def time_frames(sim: CharacterSimulation, frames: int) -> tuple[float, float]:
     return time.perf_counter() - t0, time.process_time() - c0
 
 
-def bench_case(name, rig, clip, height, frames: int, repeats: int, projection: bool) -> None:
+def bench_worlds(ch, ref, n: int, repeats: int, device: str, worlds: list[int]) -> str:
+    """World-frames per second of ``W`` parallel worlds (the projection's rollouts) on ``device``, captured."""
+    F = ref.frame_count
+    parts = []
+    for W in worlds:
+        sim = CharacterSimulation(ch, ref.fps, F, W, SolverConfig(device=device))
+        sim.set_targets(ref.coords.reshape(F, -1), ref.coord_rates.reshape(F, -1))
+        best = np.inf
+        for _ in range(repeats):
+            sim.set_state(**initial_state(ref))
+            sim.step_frame()  # warm-up: kernel load and capture
+            sim.set_state(**initial_state(ref))
+            wall, _ = time_frames(sim, n)
+            sim.body_state()  # waits for the device
+            best = min(best, wall)
+        parts.append(f"W={W}: {W * n / best:,.0f} world-frames/s ({W * (n / ref.fps) / best:,.1f}x realtime in total)")
+    return f"{'':<16} {device}, captured: " + "; ".join(parts)
+
+
+def bench_case(
+    name, rig, clip, height, frames: int, repeats: int, projection: bool, device: str = "cpu", worlds=()
+) -> None:
     loops = max(1, int(np.ceil(frames / max(clip.frame_count - 1, 1))))
     ref_prep = prepare_reference(rig, clip, loops=loops, target_height_m=height)
     ch = build_character(ref_prep.rig, ref_prep.motion)
@@ -73,7 +97,7 @@ def bench_case(name, rig, clip, height, frames: int, repeats: int, projection: b
     F = ref.frame_count
     results = {}
     for mode, capture in (("captured", True), ("eager", False)):
-        sim = CharacterSimulation(ch, ref.fps, F, 1, SolverConfig(capture=capture))
+        sim = CharacterSimulation(ch, ref.fps, F, 1, SolverConfig(capture=capture, device=device))
         sim.set_targets(ref.coords.reshape(F, -1), ref.coord_rates.reshape(F, -1))
         best_wall = best_cpu = np.inf
         for _ in range(repeats):
@@ -81,6 +105,7 @@ def bench_case(name, rig, clip, height, frames: int, repeats: int, projection: b
             sim.step_frame()  # warm-up: kernel load (and capture)
             sim.set_state(**initial_state(ref))
             wall, cpu = time_frames(sim, n)
+            sim.body_state()  # waits for the device
             best_wall, best_cpu = min(best_wall, wall), min(best_cpu, cpu)
         results[mode] = ((n / ref.fps) / best_wall, (n / ref.fps) / best_cpu)
         substeps = sim.substeps
@@ -88,12 +113,14 @@ def bench_case(name, rig, clip, height, frames: int, repeats: int, projection: b
         f"{name:<16} joints {rig.joint_count:>3}  bodies {ch.body_count:>3}  dofs {ch.dof_count:>3}  "
         f"{ref.fps:g} fps x {substeps} substeps (dt {1e3 / (ref.fps * substeps):.2f} ms)  "
         f"RTF captured {results['captured'][0]:5.1f}x wall / {results['captured'][1]:5.1f}x cpu, "
-        f"eager {results['eager'][0]:4.1f}x / {results['eager'][1]:4.1f}x  ({n} frames)"
+        f"eager {results['eager'][0]:4.1f}x / {results['eager'][1]:4.1f}x  ({n} frames, {device})"
     )
+    if worlds:
+        print(bench_worlds(ch, ref, n, repeats, device, list(worlds)))
     if projection:
         cfg = ProjectionConfig()
         t0 = time.perf_counter()
-        res = project(ch, ref, TrackingConfig(), cfg)
+        res = project(ch, ref, TrackingConfig(solver=SolverConfig(device=device)), cfg)
         wall = time.perf_counter() - t0
         err = np.linalg.norm(res.body_pos - ref.body_pos[: len(res.body_pos)], axis=-1).mean() / ch.height
         print(
@@ -108,11 +135,14 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=120, help="motion frames timed per repeat")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--projection", action="store_true", help="also time the physics projection")
+    parser.add_argument("--device", default="cpu", help="Warp device of the simulation: cpu, cuda, cuda:N")
+    parser.add_argument("--worlds", default="", help="comma-separated world counts: also time W parallel worlds")
     args = parser.parse_args()
+    worlds = [int(w) for w in args.worlds.split(",") if w.strip()]
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"CPU cores available to this process: {affinity} (Warp CPU launches run on the calling thread)")
     for name, rig, clip, height in cases():
-        bench_case(name, rig, clip, height, args.frames, args.repeats, args.projection)
+        bench_case(name, rig, clip, height, args.frames, args.repeats, args.projection, args.device, worlds)
 
 
 if __name__ == "__main__":

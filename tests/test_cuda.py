@@ -618,89 +618,78 @@ def test_posespace_validators_accept_bare_device_name():
 
 
 # -- Newton -----------------------------------------------------------------------------------------------
-def test_newton_drop_on_device():
-    """A four-legged table character dropped from 0.5 m onto the ground comes to rest on its feet without
-    sinking more than 1 cm, simulated by Newton on the device (the model ``sim.physics`` builds, stepped with the
-    default Steel solver and a CUDA graph per frame when capture works).
+IN_AIR_TOL_M = 1e-3
+"""Device vs CPU body positions while nothing touches (float32 Newton states, different summation order)."""
+TRACKING_ERROR_SLACK = 0.02
+"""Device vs CPU PD tracking: the device's body error may exceed the CPU's by this much (contact events make the
+two float32 runs diverge slowly; a broken device path errs by O(1))."""
 
-    ``sim.physics.CharacterSimulation`` runs on CPU only (``finalize(device="cpu")`` and ``device="cpu"``
-    launches), so this test assembles the same scene from :func:`sim.physics.build_newton_builder` on the device.
-    """
-    newton = pytest.importorskip("newton")
+
+def _physics(device: str):
+    from sim.physics import SolverConfig, TrackingConfig
+
+    return TrackingConfig(solver=SolverConfig(device=device))
+
+
+def test_newton_drop_on_device():
+    """A four-legged table character dropped from 0.5 m comes to rest on its feet without sinking more than 1 cm,
+    tracked by ``sim.physics.track`` with the simulation on the device (Steel, a CUDA graph per frame); while it
+    falls through the air its bodies follow the CPU run's."""
+    pytest.importorskip("newton")
     from physics_rigs import hold, table_quadruped
 
-    from sim.physics import ContactConfig, SolverConfig, build_character, reference_trajectory
-    from sim.physics.character import GRAVITY
-    from sim.physics.newton_model import _make_solver, build_newton_builder, substeps_for
+    from sim.physics import build_character, track
 
     ch = build_character(table_quadruped())
-    fps, frames = 30.0, 75
-    ref = reference_trajectory(ch, hold(ch.rig, frames, fps=fps, root_offset=(0.0, 0.0, 0.5)))
-    solver_cfg, contact = SolverConfig(), ContactConfig()
-    one = build_newton_builder(ch, solver_cfg, contact)
-    scene = newton.ModelBuilder(up_axis=newton.Axis.Z, gravity=(0.0, 0.0, -GRAVITY))
-    scene.rigid_gap = one.rigid_gap
-    scene.replicate(one, 1)
-    ground = newton.ModelBuilder.ShapeConfig(
-        mu=contact.friction, restitution=contact.restitution, ke=one.shape_material_ke[0],
-        kd=one.shape_material_kd[0], kf=one.shape_material_kf[0],
-    )  # fmt: skip
-    scene.add_ground_plane(height=contact.ground_height_m, cfg=ground)
-    model = scene.finalize(device=WP_DEVICE)
-    solver = _make_solver(model, solver_cfg, bool(np.isfinite(ch.limit_lower[1:]).any()))
-    s0, s1, control = model.state(), model.state(), model.control()
-    pipeline = newton.CollisionPipeline(
-        model, broad_phase="explicit", speculative_contact_gap_max=contact.speculative_gap_fraction * ch.height
-    )
-    contacts = pipeline.contacts()
-    q = np.concatenate([ref.body_pos[0, 0], ref.body_rot[0, 0], ref.coords[0].ravel()]).astype(np.float32)
-    s0.joint_q.assign(q)
-    s0.joint_qd.zero_()
-    newton.eval_fk(model, s0.joint_q, s0.joint_qd, s0)
-    s1.assign(s0)
-    if hasattr(solver, "reset"):
-        solver.reset(s0)
-    control.joint_target_q.assign(q)  # PD targets: hold the rest pose (the free root's entries are unused)
-    control.joint_target_qd.zero_()
-    substeps = substeps_for(fps, solver_cfg.max_dt_s)
-    dt = 1.0 / (fps * substeps)
-    states = [s0, s1]
-
-    def frame():
-        for k in range(substeps):
-            a, b = states[k % 2], states[(k + 1) % 2]
-            a.clear_forces()
-            pipeline.collide(a, contacts, dt=dt)
-            solver.step(a, b, control, contacts, dt)
-
-    assert substeps % 2 == 0
-    body_q = [s0.body_q.numpy().copy()]
-    frame()  # eager (compiles, allocates scratch)
-    body_q.append(s0.body_q.numpy().copy())
-    graph = None
-    try:
-        with wp.ScopedCapture(device=WP_DEVICE) as cap:
-            frame()
-        graph = cap.graph
-    except Exception as e:  # report, then step eagerly: the physics check still runs
-        print(f"[{DEVICE}] newton: graph capture failed ({type(e).__name__}: {e}); stepping eagerly")
-    for _ in range(frames - 2):
-        if graph is not None:
-            wp.capture_launch(graph)
-        else:
-            frame()
-        body_q.append(s0.body_q.numpy().copy())
-    bq = np.stack(body_q).reshape(frames, ch.body_count, 7).astype(np.float64)
-    qd = s0.body_qd.numpy().reshape(ch.body_count, 6)
-    a, b = ch.capsule_world(bq[..., :3], bq[..., 3:])
+    motion = hold(ch.rig, 75, fps=30.0, root_offset=(0.0, 0.0, 0.5))  # 2.5 s, dropped from 0.5 m
+    res = track(ch, motion, _physics(WP_DEVICE))
+    cpu = track(ch, motion, _physics("cpu"))
+    assert res.blowup is None and len(res.body_pos) == 75
+    a, b = ch.capsule_world(res.body_pos, res.body_rot)
     low = (np.minimum(a[..., 2], b[..., 2]) - ch.capsule_radii).min(axis=-1)
-    speed = float(np.linalg.norm(qd[:, :3], axis=-1).max())
+    speed = float(np.linalg.norm(res.body_vel[-1, :, :3], axis=-1).max())
     print(
-        f"[{DEVICE}] newton drop (captured={graph is not None}): start {low[0]:.3f} m, lowest {low.min():.4f} m, "
-        f"final speed {speed:.4f} m/s, torso z {bq[-1, 0, 2]:.4f} (rest {ch.rig.rest_translations[0, 2]:.4f})"
+        f"[{DEVICE}] newton drop via sim.physics.track: start {low[0]:.3f} m, lowest {low.min():.4f} m, final speed "
+        f"{speed:.4f} m/s, torso z {res.body_pos[-1, 0, 2]:.4f} (rest {ch.rig.rest_translations[0, 2]:.4f}), "
+        f"realtime factor {res.realtime_factor:.1f}x (cpu {cpu.realtime_factor:.1f}x)"
     )
-    assert np.isfinite(bq).all()
     assert low[0] > 0.45, "it starts in the air"
     assert low.min() >= -SINK_TOL_M, f"sank {-low.min():.4f} m"
     assert speed < REST_SPEED_MPS, f"still moving at {speed:.3f} m/s"
-    np.testing.assert_allclose(bq[-1, 0, 2], ch.rig.rest_translations[0, 2], atol=0.02)
+    np.testing.assert_allclose(res.body_pos[-1, 0, 2], ch.rig.rest_translations[0, 2], atol=0.02)
+    in_air = int(np.argmax(low < 0.05))  # frames before the feet come near the ground
+    assert in_air >= 5
+    check_close("newton in-air body positions device vs cpu", res.body_pos[:in_air], cpu.body_pos[:in_air],
+                IN_AIR_TOL_M)  # fmt: skip
+
+
+def test_newton_tracking_and_parallel_worlds_on_device():
+    """PD tracking of the procedural quadruped's walk on the device: not fallen, no blow-up, body error within
+    :data:`TRACKING_ERROR_SLACK` of the CPU run's; and identical targets in 8 parallel device worlds give 8
+    identical rollouts (no cross-world races)."""
+    pytest.importorskip("newton")
+    import usd_io
+    from sim.physics import CharacterSimulation, build_character, prepare_reference, reference_trajectory, track
+    from sim.physics.tracking import initial_state
+
+    asset = usd_io.load_asset("procedural:quadruped-walk")
+    prep = prepare_reference(asset.rig, asset.clip())
+    ch = build_character(prep.rig, prep.motion)
+    ref = reference_trajectory(ch, prep.motion)
+    errors = {}
+    for name, device in (("device", WP_DEVICE), ("cpu", "cpu")):
+        res = track(ch, ref, _physics(device))
+        assert res.blowup is None and res.fell_frame is None, f"{name}: {res.blowup} fell at {res.fell_frame}"
+        errors[name] = float(np.linalg.norm(res.body_pos - ref.body_pos, axis=-1).mean() / ch.height)
+    print(f"[{DEVICE}] newton quadruped PD tracking body error: device {errors['device']:.4f}, cpu {errors['cpu']:.4f}")
+    assert errors["device"] <= errors["cpu"] + TRACKING_ERROR_SLACK
+
+    F, W = 20, 8
+    sim_w = CharacterSimulation(ch, ref.fps, F, W, _physics(WP_DEVICE).solver)
+    sim_w.set_targets(ref.coords[:F].reshape(F, -1), ref.coord_rates[:F].reshape(F, -1))
+    sim_w.set_state(**initial_state(ref))
+    for _ in range(F - 1):
+        sim_w.step_frame()
+    pos, _, _ = sim_w.body_state()
+    assert np.isfinite(pos).all()
+    check_close("newton 8 identical worlds on the device", pos - pos[:1], np.zeros_like(pos), 1e-6)

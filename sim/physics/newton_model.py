@@ -120,7 +120,8 @@ def build_newton_model(
     solver: SolverConfig | None = None,
     contact: ContactConfig | None = None,
 ):
-    """A finalized CPU ``newton.Model``: ``world_count`` separate copies of the character on a ground plane."""
+    """A finalized ``newton.Model`` on ``solver.device``: ``world_count`` separate copies of the character on a ground
+    plane."""
     newton = _newton()
     solver = solver or SolverConfig()
     contact = contact or ContactConfig()
@@ -133,7 +134,7 @@ def build_newton_model(
         kd=one.shape_material_kd[0], kf=one.shape_material_kf[0],
     )  # fmt: skip
     scene.add_ground_plane(height=contact.ground_height_m, cfg=ground_cfg)
-    return scene.finalize(device="cpu")
+    return scene.finalize(device=solver.device)
 
 
 def _make_solver(model, cfg: SolverConfig, enable_limits: bool):
@@ -205,6 +206,7 @@ class CharacterSimulation:
         self.frame_count = int(frame_count)
         self.substeps = substeps_for(fps, self.solver_cfg.max_dt_s)
         self.dt = 1.0 / (fps * self.substeps)
+        self.device = str(wp.get_device(self.solver_cfg.device))
         self.model = build_newton_model(character, world_count, self.solver_cfg, self.contact_cfg)
         enable_limits = bool(np.isfinite(character.limit_lower[1:]).any())
         self.solver = _make_solver(self.model, self.solver_cfg, enable_limits)
@@ -221,12 +223,14 @@ class CharacterSimulation:
         self.C = character.dof_count
         self.q_stride = self.model.joint_coord_count // self.world_count
         self.qd_stride = self.model.joint_dof_count // self.world_count
-        self.step_index = wp.zeros(1, dtype=wp.int32, device="cpu")
-        self.table_q = wp.zeros((self.frame_count, self.world_count, max(self.C, 1)), dtype=wp.float32, device="cpu")
+        self.step_index = wp.zeros(1, dtype=wp.int32, device=self.device)
+        self.table_q = wp.zeros(
+            (self.frame_count, self.world_count, max(self.C, 1)), dtype=wp.float32, device=self.device
+        )
         self.table_qd = wp.zeros_like(self.table_q)
-        self.cost = wp.zeros(self.world_count, dtype=wp.float32, device="cpu")
-        self.assist_force_sum = wp.zeros(self.world_count, dtype=wp.float32, device="cpu")
-        self.assist_force_max = wp.zeros(self.world_count, dtype=wp.float32, device="cpu")
+        self.cost = wp.zeros(self.world_count, dtype=wp.float32, device=self.device)
+        self.assist_force_sum = wp.zeros(self.world_count, dtype=wp.float32, device=self.device)
+        self.assist_force_max = wp.zeros(self.world_count, dtype=wp.float32, device=self.device)
         self._graph = None
         self.frame = 0
         self.root_assist = root_assist if (root_assist is not None and root_assist.enabled) else None
@@ -238,20 +242,24 @@ class CharacterSimulation:
         if cost_reference is not None:
             pos, rot, vel = cost_reference
             self._cost_ref = (
-                wp.array(pos.astype(np.float32), dtype=wp.vec3, device="cpu"),
-                wp.array(rot.astype(np.float32), dtype=wp.quat, device="cpu"),
-                wp.array(vel.astype(np.float32), dtype=wp.vec3, device="cpu"),
+                wp.array(pos.astype(np.float32), dtype=wp.vec3, device=self.device),
+                wp.array(rot.astype(np.float32), dtype=wp.quat, device=self.device),
+                wp.array(vel.astype(np.float32), dtype=wp.vec3, device=self.device),
             )
             w = {"position": 1.0, "root": 4.0, "rotation": 0.02, "velocity": 0.01, "skate": 0.0}
             w.update(cost_weights or {})
             self._cost_w = w
             caps = character.capsules
             self._cost_caps = (
-                wp.array(np.stack([c.endpoints[0] for c in caps]).astype(np.float32), dtype=wp.vec3, device="cpu"),
-                wp.array(np.stack([c.endpoints[1] for c in caps]).astype(np.float32), dtype=wp.vec3, device="cpu"),
-                wp.array(character.capsule_radii.astype(np.float32), dtype=wp.float32, device="cpu"),
-                wp.array(character.body_com.astype(np.float32), dtype=wp.vec3, device="cpu"),
-                wp.array(character.support_body.astype(np.int32), dtype=wp.int32, device="cpu"),
+                wp.array(
+                    np.stack([c.endpoints[0] for c in caps]).astype(np.float32), dtype=wp.vec3, device=self.device
+                ),
+                wp.array(
+                    np.stack([c.endpoints[1] for c in caps]).astype(np.float32), dtype=wp.vec3, device=self.device
+                ),
+                wp.array(character.capsule_radii.astype(np.float32), dtype=wp.float32, device=self.device),
+                wp.array(character.body_com.astype(np.float32), dtype=wp.vec3, device=self.device),
+                wp.array(character.support_body.astype(np.int32), dtype=wp.int32, device=self.device),
             )
             self._contact_band = float(self.contact_cfg.ground_height_m + 0.01 * character.height)
 
@@ -264,10 +272,10 @@ class CharacterSimulation:
         om = quat_to_axis_angle(dq) * fps
         omega = np.concatenate([om, om[-1:]], axis=0)
         self._assist_ref = (
-            wp.array(pos.astype(np.float32), dtype=wp.vec3, device="cpu"),
-            wp.array(rot.astype(np.float32), dtype=wp.quat, device="cpu"),
-            wp.array(vel.astype(np.float32), dtype=wp.vec3, device="cpu"),
-            wp.array(omega.astype(np.float32), dtype=wp.vec3, device="cpu"),
+            wp.array(pos.astype(np.float32), dtype=wp.vec3, device=self.device),
+            wp.array(rot.astype(np.float32), dtype=wp.quat, device=self.device),
+            wp.array(vel.astype(np.float32), dtype=wp.vec3, device=self.device),
+            wp.array(omega.astype(np.float32), dtype=wp.vec3, device=self.device),
         )
         m = self.character.total_mass
         w_lin = 2.0 * np.pi * self.root_assist.position_hz
@@ -354,7 +362,7 @@ class CharacterSimulation:
                 inputs=[self.step_index, self.substeps, self.frame_count, self.table_q, self.table_qd,
                         self.q_stride, 7, self.qd_stride, 6],
                 outputs=[self.control.joint_target_q, self.control.joint_target_qd],
-                device="cpu",
+                device=self.device,
             )  # fmt: skip
         if self.root_assist is not None:
             rp, rr, rv, ro = self._assist_ref
@@ -365,12 +373,12 @@ class CharacterSimulation:
                 inputs=[self.step_index, self.substeps, self.frame_count, rp, rr, rv, ro, s0.body_q, s0.body_qd,
                         m.body_com, self.B, kp, kd, kpr, kdr, self._assist_max[0], self._assist_max[1]],
                 outputs=[s0.body_f, self.assist_force_sum, self.assist_force_max],
-                device="cpu",
+                device=self.device,
             )  # fmt: skip
         self.pipeline.collide(s0, self.contacts, dt=self.dt)
         self.solver.step(s0, s1, self.control, self.contacts, self.dt)
         self.state_0, self.state_1 = s1, s0
-        wp.launch(K.advance_step_kernel, dim=1, inputs=[self.step_index], device="cpu")
+        wp.launch(K.advance_step_kernel, dim=1, inputs=[self.step_index], device=self.device)
 
     def _frame(self) -> None:
         for _ in range(self.substeps):
@@ -385,7 +393,7 @@ class CharacterSimulation:
                         pos, rot, vel, self.B, 1.0 / self.character.height, w["position"], w["root"], w["rotation"],
                         w["velocity"], *self._cost_caps, self._contact_band, w["skate"]],
                 outputs=[self.cost],
-                device="cpu",
+                device=self.device,
             )  # fmt: skip
 
     def step_frame(self) -> None:
@@ -393,10 +401,10 @@ class CharacterSimulation:
         if self.solver_cfg.capture:
             if self._graph is None:
                 # run the frame eagerly once (compiles kernels, allocates solver scratch), then record it;
-                # a CPU capture records without executing
+                # a CPU or CUDA capture records without executing
                 s0 = self.state_0
                 self._frame()
-                with wp.ScopedCapture(device="cpu") as cap:
+                with wp.ScopedCapture(device=self.device) as cap:
                     self._frame()
                 if self.state_0 is not s0:
                     raise RuntimeError("capture needs an even number of substeps per frame")
