@@ -436,6 +436,8 @@ def build_character(rig: Rig, motion: Motion | None = None, cfg: CharacterConfig
     rel = np.ones(B)
     for b in range(B):
         name = rig.joint_names[body_joint[b]].lower()
+        if "tail" in name:
+            rel[b] *= float(cfg.tail_density_scale)
         for key, factor in cfg.density_scale.items():
             if key.lower() in name:
                 rel[b] *= float(factor)

@@ -34,9 +34,14 @@ class CharacterConfig:
     """Density of the capsule colliders [kg/m^3] (used when ``total_mass_kg`` is None)."""
     total_mass_kg: float | None = None
     """Total mass of the character [kg]; when set, the density is scaled to reach it."""
+    tail_density_scale: float = 0.2
+    """Density multiplier of bodies whose joint name contains ``tail`` (case-insensitive): a tail's skinned volume
+    is mostly fur. At uniform density the Fox's tail capsules weighed 27% of its mass (a real fox's brush is ~5%)
+    and pitched the running fox nose-up (3-loop Fox Run projection error 0.335 -> 0.21, Walk 0.044 -> 0.041).
+    1.0 gives tails the density of the rest of the body."""
     density_scale: dict[str, float] = field(default_factory=dict)
-    """Density multipliers by body-name substring (case-insensitive), e.g. ``{"tail": 0.2}`` for a furry tail
-    whose mesh volume is mostly fur. A body matching several substrings takes the product."""
+    """Further density multipliers by body-name substring (case-insensitive), e.g. ``{"ear": 0.5}``; a body
+    matching several substrings (or ``tail``) takes the product."""
     min_body_vertex_fraction: float = 0.01
     """A bone gets its own rigid body when its skinning weights sum to at least this fraction of the mesh's
     vertex count; smaller and leaf bones are merged into their parent's body."""

@@ -249,3 +249,19 @@ def test_centroid_velocity_smoothing_keeps_steady_travel_and_removes_surges():
     inner = slice(10, frames - 11)
     np.testing.assert_allclose(speed[inner], 0.5, atol=0.02)
     np.testing.assert_allclose(out.root_translations[:, 1:], surging.root_translations[:, 1:], atol=1e-12)
+
+
+def test_tail_density_scale_lightens_only_tail_bodies():
+    """Tails are mostly fur: bodies whose joint is named *tail* get ``tail_density_scale`` times the density (so
+    that mass), every other body keeps its mass; 1.0 restores uniform density."""
+    from sim.characters import build
+
+    rig, clips = build("quadruped-walk")
+    motion = next(iter(clips.values()))
+    uniform = build_character(rig, motion, CharacterConfig(tail_density_scale=1.0))
+    light = build_character(rig, motion, CharacterConfig(tail_density_scale=0.2))
+    tails = np.array(["tail" in n.lower() for n in uniform.body_names])
+    assert tails.any() and not tails.all()
+    assert light.body_names == uniform.body_names
+    np.testing.assert_allclose(light.body_mass[tails], 0.2 * uniform.body_mass[tails], rtol=1e-12)
+    np.testing.assert_allclose(light.body_mass[~tails], uniform.body_mass[~tails], rtol=1e-12)
