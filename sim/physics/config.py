@@ -37,7 +37,7 @@ class CharacterConfig:
     tail_density_scale: float = 0.2
     """Density multiplier of bodies whose joint name contains ``tail`` (case-insensitive): a tail's skinned volume
     is mostly fur. At uniform density the Fox's tail capsules weighed 27% of its mass (a real fox's brush is ~5%)
-    and pitched the running fox nose-up (3-loop Fox Run projection error 0.335 -> 0.21, Walk 0.044 -> 0.041).
+    and pitched the running fox nose-up (3-loop Fox Run projection error 0.335 -> 0.221, Walk 0.044 -> 0.041).
     1.0 gives tails the density of the rest of the body."""
     density_scale: dict[str, float] = field(default_factory=dict)
     """Further density multipliers by body-name substring (case-insensitive), e.g. ``{"ear": 0.5}``; a body
