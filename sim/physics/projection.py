@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..motion import Motion
-from .character import GRAVITY, PhysicsCharacter
+from .character import PhysicsCharacter
 from .config import ProjectionConfig, TrackingConfig
 from .tracking import (
     BlowUp,
@@ -29,6 +29,7 @@ from .tracking import (
     detect_fall,
     initial_state,
     reference_trajectory,
+    root_assist_report,
     track,
 )
 
@@ -294,14 +295,7 @@ def project(
     fell = detect_fall(pos, rot, ref, tracking, tracking.contact.ground_height_m) if n else None
     assist = None
     if sim.root_assist is not None:
-        steps = max((n - 1) * sim.substeps, 1)
-        weight = character.total_mass * GRAVITY
-        assist = {
-            "mean_force_n": assist_sum / steps,
-            "max_force_n": assist_max,
-            "mean_force_body_weights": assist_sum / steps / weight,
-            "max_force_body_weights": assist_max / weight,
-        }
+        assist = root_assist_report(character, assist_sum, assist_max, (n - 1) * sim.substeps)
     motion = character.motion_from_bodies(pos, rot, ref.fps, name=ref.motion.name) if n else ref.motion.slice(0, 1)
     return TrackingResult(
         motion=motion,

@@ -220,6 +220,19 @@ class TrackingResult:
         return float(steady) if steady else self.sim_time_s / max(self.wall_time_s, 1e-12)
 
 
+def root_assist_report(character: PhysicsCharacter, force_sum_n: float, force_max_n: float, steps: int) -> dict:
+    """What the residual root force did over ``steps`` physics steps: mean and max force [N] and the same in body
+    weights (total mass x g), from the running sum and maximum of its magnitude."""
+    weight = character.total_mass * GRAVITY
+    mean = force_sum_n / max(steps, 1)
+    return {
+        "mean_force_n": mean,
+        "max_force_n": force_max_n,
+        "mean_force_body_weights": mean / weight,
+        "max_force_body_weights": force_max_n / weight,
+    }
+
+
 def initial_state(ref: ReferenceTrajectory, frame: int = 0) -> dict[str, np.ndarray]:
     """The reference's state at ``frame`` as :meth:`CharacterSimulation.set_state` keyword arguments."""
     return {
@@ -302,16 +315,8 @@ def track(
     fell = detect_fall(pos, rot, ref, cfg, cfg.contact.ground_height_m) if n else None
     assist = None
     if sim.root_assist is not None:
-        fsum = float(sim.assist_force_sum.numpy()[0])
-        fmax = float(sim.assist_force_max.numpy()[0])
-        steps = max((n - 1) * sim.substeps, 1)
-        weight = character.total_mass * GRAVITY
-        assist = {
-            "mean_force_n": fsum / steps,
-            "max_force_n": fmax,
-            "mean_force_body_weights": fsum / steps / weight,
-            "max_force_body_weights": fmax / weight,
-        }
+        fsum, fmax = float(sim.assist_force_sum.numpy()[0]), float(sim.assist_force_max.numpy()[0])
+        assist = root_assist_report(character, fsum, fmax, max((n - 1) * sim.substeps, 1))
     motion = character.motion_from_bodies(pos, rot, ref.fps, name=ref.motion.name) if n else ref.motion.slice(0, 1)
     return TrackingResult(
         motion=motion,
