@@ -187,11 +187,11 @@ class _Skin(torch.autograd.Function):
 
 
 def _same_device(a: torch.device, b: torch.device) -> bool:
-    """Device equality that treats ``cpu`` and ``cpu:0`` (as accelerate hands out), and ``cuda`` and the current
-    ``cuda:N``, as the same device."""
+    """Device equality that treats ``cpu`` and ``cpu:0`` (as accelerate hands out) as the same device (CUDA devices
+    compare with their index: tensors carry one, and :class:`TorchRig` resolves a bare ``cuda`` to one)."""
     if a.type == "cpu" or b.type == "cpu":
         return a.type == b.type
-    return _indexed(a) == _indexed(b)
+    return a == b
 
 
 def _indexed(device: torch.device) -> torch.device:

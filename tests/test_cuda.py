@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 import torch
 import warp as wp
+from mesh_cases import fold, tube, two_boxes
 from random_cases import make_rig, random_capsules
 
 import sim
@@ -377,39 +378,6 @@ LENGTH_TOL = 1e-9
 """Relative tolerance (x character size) on intersection lengths, as in tests/sim/test_mesh_intersection.py."""
 
 
-def _box(lo, hi):
-    v = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])], float)
-    quads = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
-    return v, np.array([t for a, b, c, d in quads for t in ((a, b, c), (a, c, d))])
-
-
-def _two_boxes(d: float):
-    """Box A = [0,1]^3, box B = [1-d, 2-d] x [.25,.75]^2 overlapping it by d along x; rest pose: B far away."""
-    va, ta = _box((0, 0, 0), (1, 1, 1))
-    vb, tb = _box((1 - d, 0.25, 0.25), (2 - d, 0.75, 0.75))
-    far = vb + np.array([5.0, 0.0, 0.0])
-    return np.concatenate([ta, tb + 8]), np.concatenate([va, far]), np.concatenate([va, vb])
-
-
-def _folded_tube(length=2.0, radius=0.1, rings=41, sides=12):
-    """An open tube along x and the same tube folded back onto itself (the surfaces cross along two lines)."""
-    x = np.linspace(0.0, length, rings)
-    ang = 2 * np.pi * (np.arange(sides) + 0.5) / sides
-    rest = np.stack(
-        [np.repeat(x, sides), radius * np.tile(np.cos(ang), rings), radius * np.tile(np.sin(ang), rings)], -1
-    )
-    tris = []
-    for k in range(rings - 1):
-        for s in range(sides):
-            a, b = k * sides + s, k * sides + (s + 1) % sides
-            tris += [(a, b, b + sides), (a, b + sides, a + sides)]
-    folded = rest.copy()
-    far = rest[:, 0] > length / 2 + 1e-9
-    folded[far, 0] = length - rest[far, 0]
-    folded[far, 1] = radius - rest[far, 1]
-    return np.array(tris), rest, folded
-
-
 def _check_frames_equal(what: str, got, want) -> None:
     np.testing.assert_array_equal(got.pairs, want.pairs, err_msg=f"{what}: pairs")
     check_close(f"{what} lengths", got.lengths, want.lengths, 1e-12)
@@ -426,7 +394,11 @@ def test_mesh_self_intersection_device_vs_brute_force_reference(case):
 
     from sim.mesh_intersection import MeshSelfIntersection
 
-    tris, rest, pts = _two_boxes(0.1) if case == "boxes" else _folded_tube()
+    if case == "boxes":
+        tris, rest, pts = two_boxes(0.1)
+    else:
+        rest, tris = tube(2.0, 0.1, 41, 12)
+        pts = fold(rest, 2.0, 0.1)
     checker = MeshSelfIntersection(tris, rest, device=WP_DEVICE)
     assert checker.device == WP_DEVICE
     tol = LENGTH_TOL * checker.size

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from mesh_cases import fold, tube, two_boxes
 from mesh_intersection_reference import self_intersections_reference
 
 from sim.mesh_intersection import (
@@ -20,24 +21,6 @@ LENGTH_TOL = 1e-9
 """Relative tolerance (x character size) on intersection lengths and on which pairs count as touching."""
 
 
-def _box(lo, hi) -> tuple[np.ndarray, np.ndarray]:
-    """Axis-aligned box: 8 vertices (index 4 ix + 2 iy + iz) and 12 outward counter-clockwise triangles."""
-    v = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])], float)
-    quads = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
-    tris = [t for a, b, c, d in quads for t in ((a, b, c), (a, c, d))]
-    return v, np.array(tris)
-
-
-def _two_boxes(d: float):
-    """Box A = [0,1]^3 and box B = [1-d, 2-d] x [.25,.75]^2 (overlapping by d along x); rest pose: B far away."""
-    va, ta = _box((0, 0, 0), (1, 1, 1))
-    vb, tb = _box((1 - d, 0.25, 0.25), (2 - d, 0.75, 0.75))
-    pts = np.concatenate([va, vb])
-    tris = np.concatenate([ta, tb + 8])
-    rest = np.concatenate([va, vb + np.array([5.0, 0.0, 0.0])])
-    return tris, rest, pts
-
-
 def _compare_with_reference(checker: MeshSelfIntersection, points: np.ndarray) -> None:
     """Pairs longer than the touching tolerance agree exactly, lengths to LENGTH_TOL (x size)."""
     tol = LENGTH_TOL * checker.size
@@ -51,7 +34,7 @@ def _compare_with_reference(checker: MeshSelfIntersection, points: np.ndarray) -
 
 @pytest.mark.parametrize("d", [0.05, 0.1, 0.2])
 def test_overlapping_boxes_known_amount(d):
-    tris, rest, pts = _two_boxes(d)
+    tris, rest, pts = two_boxes(d)
     checker = MeshSelfIntersection(tris, rest)
     frame = checker.frame(pts)
     # A's face x = 1 (faces 2, 3) crosses B's four side faces (faces 16..23) along a 0.5 x 0.5 square
@@ -72,7 +55,7 @@ def test_overlapping_boxes_known_amount(d):
 
 
 def test_separate_and_rest_overlapping_boxes_report_nothing():
-    tris, rest, pts = _two_boxes(0.1)
+    tris, rest, pts = two_boxes(0.1)
     checker = MeshSelfIntersection(tris, rest)
     assert len(checker.frame(rest).pairs) == 0
     # boxes already overlapping in the rest pose: those pairs are rest neighbours, never reported
@@ -82,7 +65,7 @@ def test_separate_and_rest_overlapping_boxes_report_nothing():
 
 
 def test_flat_shaded_copy_welds_to_same_topology():
-    tris, rest, pts = _two_boxes(0.1)
+    tris, rest, pts = two_boxes(0.1)
     # every triangle gets its own three vertices (as in glTF flat shading)
     flat_tris = np.arange(3 * len(tris)).reshape(-1, 3)
     shared = MeshSelfIntersection(tris, rest)
@@ -105,32 +88,12 @@ def test_ring_neighbour_pairs_on_a_strip():
     assert len(ring_neighbour_pairs(tris, 8, 0)) == 0
 
 
-def _tube(length: float, radius: float, rings: int, sides: int):
-    """Open tube along x: ring k at x = k * length / (rings - 1); triangles counter-clockwise from outside."""
-    x = np.linspace(0.0, length, rings)
-    ang = 2 * np.pi * (np.arange(sides) + 0.5) / sides
-    pts = np.stack(
-        [np.repeat(x, sides), radius * np.tile(np.cos(ang), rings), radius * np.tile(np.sin(ang), rings)], -1
-    )
-    tris = []
-    for k in range(rings - 1):
-        for s in range(sides):
-            a, b = k * sides + s, k * sides + (s + 1) % sides
-            c, d = a + sides, b + sides
-            tris += [(a, b, d), (a, d, c)]
-    return pts, np.array(tris)
-
-
 def test_folded_tube_intersects_itself_along_two_lines():
     L, r, rings, sides = 2.0, 0.1, 41, 12
-    rest, tris = _tube(L, r, rings, sides)
+    rest, tris = tube(L, r, rings, sides)
     dx = L / (rings - 1)
-    # fold: the far half turns 180 degrees about the z axis through (L/2, r/2, 0); its axis lands at y = r,
-    # parallel to the near half's, so the two tubes overlap and their surfaces cross along two straight lines
-    folded = rest.copy()
+    folded = fold(rest, L, r)  # the far half turned back onto the near half: surfaces cross along two lines
     far = rest[:, 0] > L / 2 + 1e-9
-    folded[far, 0] = L - rest[far, 0]
-    folded[far, 1] = r - rest[far, 1]
     checker = MeshSelfIntersection(tris, rest)
     frame = checker.frame(folded)
     assert len(frame.pairs) > 0
@@ -160,7 +123,7 @@ def test_face_labels_pick_dominant_joint():
 
 
 def test_input_validation():
-    tris, rest, _ = _two_boxes(0.1)
+    tris, rest, _ = two_boxes(0.1)
     with pytest.raises(ValueError, match="rest_points"):
         MeshSelfIntersection(tris, rest[:, :2])
     with pytest.raises(ValueError, match="out of range"):
