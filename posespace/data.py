@@ -6,7 +6,11 @@ A *clip spec* names where poses come from, as a string (for command lines) or a 
   all its clips or the named ones;
 * ``procedural:NAME`` (``#walk`` etc. as above): a built-in character's clips;
 * ``gaits:NAME*COUNT``: COUNT random variations of a built-in character's walk (speed, duty factor, step
-  height, paw flex, sway, wag, nod drawn around the defaults), named ``gait_0``, ``gait_1``, ...
+  height, paw flex, sway, wag, nod drawn around the defaults), named ``gait_0``, ``gait_1``, ...;
+  ``gaits:NAME-idle*COUNT``: variations of its standing idle (sway, breath, look, arm drop, period), named
+  ``idle_0``, ...; ``gaits:NAME-walk*COUNT`` is the same as ``gaits:NAME*COUNT``;
+* ``gaits:biped[-walk|-idle]*COUNT@PATH``: those variations retargeted onto the skeleton of the file at ``PATH``
+  (any humanoid: :func:`posespace.retarget.retarget_motion`), so procedural gaits feed any humanoid skeleton.
 
 Every clip is resampled to a common frame rate (slerp between keys) and encoded as canonical 6D poses
 (:class:`posespace.PoseRig`). Clips of the same skeleton (same signature) share one :class:`RigPoses`.
@@ -49,40 +53,95 @@ class ClipSpec:
     clips: tuple[str, ...] | None = None
     """Clip names to use (all when None)."""
     count: int = 8
-    """``gaits:`` sources: how many walk variations."""
+    """``gaits:`` sources: how many variations."""
     seed: int = 0
     """``gaits:`` sources: random seed of the variations."""
+    target: str | None = None
+    """``gaits:`` sources: a humanoid file (or ``procedural:NAME``) whose skeleton the variations are
+    retargeted onto (None: the built-in character's own skeleton)."""
 
     def __str__(self) -> str:
-        s = self.source + (f"*{self.count}" if self.source.startswith(GAIT_PREFIX) else "")
+        s = self.source
+        if self.source.startswith(GAIT_PREFIX):
+            s += f"*{self.count}" + (f"@{self.target}" if self.target else "")
         return s + (f"#{','.join(self.clips)}" if self.clips else "")
 
 
 def parse_clip_spec(text: str | ClipSpec) -> ClipSpec:
-    """``"PATH#a,b"`` / ``"procedural:NAME#walk"`` / ``"gaits:NAME*COUNT"`` -> :class:`ClipSpec`."""
+    """``"PATH#a,b"`` / ``"procedural:NAME#walk"`` / ``"gaits:NAME*COUNT"`` / ``"gaits:NAME*COUNT@PATH"`` ->
+    :class:`ClipSpec`."""
     if isinstance(text, ClipSpec):
         return text
     source, _, clips = str(text).partition("#")
-    count = 8
-    if source.startswith(GAIT_PREFIX) and "*" in source:
-        source, _, n = source.partition("*")
-        count = int(n)
+    count, target = 8, None
+    if source.startswith(GAIT_PREFIX):
+        source, _, at = source.partition("@")
+        target = at.strip() or None
+        if "*" in source:
+            source, _, n = source.partition("*")
+            count = int(n)
     names = tuple(c.strip() for c in clips.split(",") if c.strip()) or None
-    return ClipSpec(source, names, count)
+    return ClipSpec(source, names, count, target=target)
+
+
+_WALK_RANGES = {
+    "speed": (0.6, 1.5), "duty_factor": (0.9, 1.1), "step_height": (0.6, 1.6), "paw_flex": (0.5, 1.5),
+    "spine_sway": (0.3, 2.0), "tail_wag": (0.3, 2.0), "head_nod": (0.3, 2.5), "arm_swing": (0.5, 1.6),
+    "elbow_bend": (0.5, 1.8), "pelvis_drop": (0.5, 1.5), "sway": (0.5, 1.5), "heel_lift": (0.7, 1.3),
+}  # fmt: skip
+"""Walk variations: each parameter is its default times a uniform factor in this range."""
+
+_BIPED_WALK_RANGES = {**_WALK_RANGES, "speed": (0.35, 1.4), "pelvis_drop": (0.5, 3.0)}
+"""Biped walks also stroll slowly and walk with softer knees (deeper pelvis drop)."""
+
+_IDLE_RANGES = {
+    "cycle_frames": (0.6, 1.6), "sway": (0.3, 2.5), "breath": (0.5, 2.0), "look": (0.2, 2.0),
+    "tail_wag": (0.3, 2.0), "arm_drop": (0.5, 3.0),
+}  # fmt: skip
+"""Idle variations: each parameter is its default times a uniform factor in this range."""
 
 
 def _gait_variations(name: str, count: int, seed: int) -> tuple[Rig, dict[str, Motion]]:
+    """``count`` random walks (``NAME`` / ``NAME-walk``) or idles (``NAME-idle``) of a built-in character."""
+    species, _, kind = name.partition("-")
+    if kind == "idle":
+        return _idle_variations(species, count, seed)
+    if kind not in ("", "walk"):
+        raise KeyError(f"gaits:{name}: unknown clip kind {kind!r}; use walk or idle")
+    return _walk_variations(species, count, seed)
+
+
+def _idle_variations(name: str, count: int, seed: int) -> tuple[Rig, dict[str, Motion]]:
+    """``count`` random standing idles of built-in character ``name`` (configs drawn around the defaults)."""
+    from sim import characters
+
+    rig, _ = characters.build(f"{name}-idle")
+    base = characters.IdleConfig()
+    rng = np.random.default_rng(seed)
+    out: dict[str, Motion] = {}
+    attempts = 0
+    while len(out) < count and attempts < 10 * count:
+        attempts += 1
+        changes = {key: getattr(base, key) * rng.uniform(lo, hi) for key, (lo, hi) in _IDLE_RANGES.items()}
+        changes["cycle_frames"] = max(8, round(changes["cycle_frames"]))
+        try:
+            _, clip = characters.build(f"{name}-idle", idle=dataclasses.replace(base, **changes))
+        except (ValueError, RuntimeError):
+            continue  # a leg cannot reach: draw again
+        motion = next(iter(clip.values()))
+        motion.name = f"idle_{len(out)}"
+        out[motion.name] = motion
+    return rig, out
+
+
+def _walk_variations(name: str, count: int, seed: int) -> tuple[Rig, dict[str, Motion]]:
     """``count`` random walks of built-in character ``name`` (configs drawn around the defaults)."""
     from sim import characters
 
     rig, clips = characters.build(f"{name}-walk")
     base_walk = characters.QuadrupedWalkConfig() if name == "quadruped" else characters.BipedWalkConfig()
     rng = np.random.default_rng(seed)
-    ranges = {
-        "speed": (0.6, 1.5), "duty_factor": (0.9, 1.1), "step_height": (0.6, 1.6), "paw_flex": (0.5, 1.5),
-        "spine_sway": (0.3, 2.0), "tail_wag": (0.3, 2.0), "head_nod": (0.3, 2.5), "arm_swing": (0.5, 1.6),
-        "elbow_bend": (0.5, 1.8), "pelvis_drop": (0.5, 1.5), "sway": (0.5, 1.5), "heel_lift": (0.7, 1.3),
-    }  # fmt: skip
+    ranges = _WALK_RANGES if name == "quadruped" else _BIPED_WALK_RANGES
     out: dict[str, Motion] = {}
     scale = rig.height() / (characters.QuadrupedConfig() if name == "quadruped" else characters.BipedConfig()).height
     names = {f.name for f in dataclasses.fields(base_walk)}
@@ -114,13 +173,21 @@ def load_clips(spec: str | ClipSpec) -> tuple[Rig, dict[str, Motion]]:
     """The rig and the selected clips of one spec.
 
     Raises:
-        usd_io.InputError: unreadable source; KeyError: unknown clip name (the message lists the clips).
+        usd_io.InputError: unreadable source; KeyError: unknown clip name (the message lists the clips);
+        sim.RigError: a ``gaits:...@PATH`` source or target without a humanoid correspondence.
     """
     from usd_io import load_asset
 
     spec = parse_clip_spec(spec)
     if spec.source.startswith(GAIT_PREFIX):
         rig, clips = _gait_variations(spec.source[len(GAIT_PREFIX) :], spec.count, spec.seed)
+        if spec.target is not None:
+            from .retarget import humanoid_map, retarget_motion
+
+            target = load_asset(spec.target).rig
+            source_map, target_map = humanoid_map(rig), humanoid_map(target)
+            clips = {n: retarget_motion(rig, m, target, source_map, target_map) for n, m in clips.items()}
+            rig = target
     else:
         asset = load_asset(spec.source)
         rig, clips = asset.rig, dict(asset.clips)

@@ -1,0 +1,169 @@
+"""Pose transfer between humanoid skeletons: correspondence, exactness on one skeleton, knees and elbows on CMU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sim
+from posespace import PoseRig, PoseSet, load_clips, parse_clip_spec
+from posespace.retarget import ALIGNED_ROLES, humanoid_map, retarget_motion
+from sim import characters
+
+EXACT = 1e-12
+"""Same skeleton: quaternion products only (float64 round-off)."""
+DIRECTION_TOL = 1e-9
+"""Aligned bones point exactly the source's way (unit vectors)."""
+FLEX_DEG = 10.0
+"""Frames with a knee flexion above this [deg] count as bent."""
+
+CMU = "bvh/131_01.bvh"
+CMU_ROLES = {
+    "pelvis": "Hips", "head": "Head", "torso": ["lowerback", "Chest", "Chest2"], "neck": ["lowerneck", "Neck"],
+    "left_thigh": "LeftHip", "left_shin": "LeftKnee", "left_foot": "LeftAnkle", "left_toes": "LeftToe",
+    "left_clavicle": "LeftCollar", "left_upper_arm": "LeftShoulder", "left_lower_arm": "LeftElbow",
+    "left_hand": "LeftWrist", "right_thigh": "RightHip", "right_shin": "RightKnee", "right_foot": "RightAnkle",
+    "right_toes": "RightToe", "right_clavicle": "RightCollar", "right_upper_arm": "RightShoulder",
+    "right_lower_arm": "RightElbow", "right_hand": "RightWrist",
+}  # fmt: skip
+"""The CMU 131 skeleton's roles, read off its hierarchy by hand (LHipJoint, lhand, fingers have none)."""
+
+
+@pytest.fixture(scope="module")
+def biped():
+    return characters.build("biped")
+
+
+@pytest.fixture(scope="module")
+def cmu(assets_dir):
+    from usd_io import load_asset
+
+    return load_asset(str(assets_dir / CMU))
+
+
+def _canon(q: np.ndarray) -> np.ndarray:
+    return np.where(q[..., 3:4] < 0, -q, q)
+
+
+def test_same_skeleton_reproduces_local_rotations(biped):
+    rig, clips = biped
+    for motion in clips.values():
+        out = retarget_motion(rig, motion, rig)
+        np.testing.assert_allclose(_canon(out.rotations), _canon(motion.rotations), atol=EXACT)
+        np.testing.assert_allclose(out.root_translations, motion.root_translations, atol=EXACT)
+
+
+def test_cmu_correspondence_by_names_and_by_shape(cmu):
+    rig = cmu.rig
+    assert humanoid_map(rig).named(rig) == CMU_ROLES
+    # without telling names (only the side prefixes kept) the limb roles come from the skeleton's shape
+    bases = sorted(
+        {n.removeprefix("Left").removeprefix("Right") for n in rig.joint_names if n.startswith(("Left", "Right"))}
+    )
+    code = {b: f"Part{chr(65 + i)}" for i, b in enumerate(bases)}
+    renamed = [
+        next((side + code[n[len(side) :]] for side in ("Left", "Right") if n.startswith(side)), n)
+        for n in rig.joint_names
+    ]
+    assert "LeftKnee" not in renamed and "LeftPartA" in renamed
+    anon = sim.Rig(renamed, rig.parents, rig.rest_translations, rig.rest_rotations, name="anon")
+    m = humanoid_map(anon)
+    assert {k: v for k, v in m.roles.items()} == {k: v for k, v in humanoid_map(rig).roles.items()}
+
+
+def test_stick_correspondence(make_stick):
+    rig = make_stick()
+    m = humanoid_map(rig)
+    named = m.named(rig)
+    assert named["left_thigh"] == "left_hip" and named["left_shin"] == "left_knee"
+    assert named["right_upper_arm"] == "right_shoulder" and named["right_lower_arm"] == "right_elbow"
+    assert named["left_clavicle"] == "-" and named["torso"] == ["spine"] and named["neck"] == []
+
+
+def test_non_humanoid_is_rejected(assets_dir):
+    quad, _ = characters.build("quadruped-idle")
+    with pytest.raises(sim.RigError, match="no humanoid correspondence"):
+        humanoid_map(quad)
+    with pytest.raises(sim.RigError, match="no humanoid correspondence"):
+        load_clips("gaits:biped*1@procedural:quadruped")
+    with pytest.raises(sim.RigError, match="no humanoid correspondence"):
+        load_clips(f"gaits:quadruped*1@{assets_dir / CMU}")
+
+
+def _knee_forward_offset(pos: np.ndarray, frame, hip: int, knee: int, ankle: int) -> np.ndarray:
+    """Forward distance of the knee from the hip-ankle line (character coordinates), shape (F,)."""
+    h, k, a = pos[:, hip], pos[:, knee], pos[:, ankle]
+    u = (a - h) / np.linalg.norm(a - h, axis=-1, keepdims=True)
+    off = (k - h) - ((k - h) * u).sum(-1, keepdims=True) * u
+    return off @ frame.forward
+
+
+def test_walk_on_cmu_skeleton(biped, cmu):
+    rig, clips = biped
+    target = cmu.rig
+    walk = clips["walk"]
+    out = retarget_motion(rig, walk, target)
+    assert out.frame_count == walk.frame_count and np.isfinite(out.rotations).all()
+    out.check_rig(target)
+    ps, _ = sim.pose_motion(rig, walk)
+    pt, _ = sim.pose_motion(target, out)
+    pr_s, pr_t = PoseRig(rig), PoseRig(target)
+    m_s, m_t = humanoid_map(rig), humanoid_map(target)
+    for side in ("left", "right"):
+        # knees bend forward on both skeletons, in the same frames, by about the same amount
+        hip_s, knee_s, ankle_s = (m_s.roles[f"{side}_{r}"] for r in ("thigh", "shin", "foot"))
+        hip_t, knee_t, ankle_t = (m_t.roles[f"{side}_{r}"] for r in ("thigh", "shin", "foot"))
+        leg_s = np.linalg.norm(ps[:, ankle_s] - ps[:, hip_s], axis=-1)
+        leg_t = np.linalg.norm(pt[:, ankle_t] - pt[:, hip_t], axis=-1)
+        rest_s = np.linalg.norm(ps[0, knee_s] - ps[0, hip_s]) + np.linalg.norm(ps[0, ankle_s] - ps[0, knee_s])
+        rest_t = np.linalg.norm(pt[0, knee_t] - pt[0, hip_t]) + np.linalg.norm(pt[0, ankle_t] - pt[0, knee_t])
+        shrink_s, shrink_t = leg_s / rest_s, leg_t / rest_t
+        assert np.corrcoef(shrink_s, shrink_t)[0, 1] > 0.95
+        np.testing.assert_allclose(shrink_t, shrink_s, atol=0.03)
+        bent = np.degrees(np.arccos(np.clip(shrink_s, -1, 1))) > FLEX_DEG
+        assert bent.sum() > 10
+        assert (_knee_forward_offset(ps, pr_s.frame, hip_s, knee_s, ankle_s)[bent] > 0).all()
+        assert (_knee_forward_offset(pt, pr_t.frame, hip_t, knee_t, ankle_t)[bent] > 0).all()
+        # thighs and upper arms point the source's way in character coordinates
+        for role in ALIGNED_ROLES:
+            j_s, j_t = m_s.roles[f"{side}_{role}"], m_t.roles[f"{side}_{role}"]
+            c_s = rig.children()[j_s][0]
+            c_t = next(c for c in target.children()[j_t] if c in m_t.roles.values())
+            d_s = (ps[:, c_s] - ps[:, j_s]) @ pr_s.frame.axes
+            d_t = (pt[:, c_t] - pt[:, j_t]) @ pr_t.frame.axes
+            d_s /= np.linalg.norm(d_s, axis=-1, keepdims=True)
+            d_t /= np.linalg.norm(d_t, axis=-1, keepdims=True)
+            np.testing.assert_allclose(d_t, d_s, atol=DIRECTION_TOL)
+
+
+def test_elbows_bend_like_the_mocap(biped, cmu):
+    """Both elbows of the retargeted walk flex the way the CMU subject's do (canonical frames of non-vertical
+    bones differ between the sides and between rigs; the transfer reconciles them)."""
+    from posespace._rotations import swing_twist_x
+    from sim.rotations import rot6d_to_quat
+
+    rig, clips = biped
+    target = cmu.rig
+    pr = PoseRig(target)
+    m = humanoid_map(target)
+    real = rot6d_to_quat(pr.encode(cmu.clips["131_01"]))
+    moved = rot6d_to_quat(pr.encode(retarget_motion(rig, clips["walk"], target)))
+    for side in ("left", "right"):
+        j = m.roles[f"{side}_lower_arm"]
+        s_real, _ = swing_twist_x(real[:, j])
+        s_moved, _ = swing_twist_x(moved[:, j])
+        assert np.degrees(np.linalg.norm(s_moved, axis=-1)).min() > 5.0
+        cos = (s_moved @ np.median(s_real, axis=0)) / np.linalg.norm(s_moved, axis=-1)
+        assert (cos > 0).all()
+
+
+def test_gait_spec_on_a_file_skeleton(assets_dir):
+    path = assets_dir / CMU
+    spec = parse_clip_spec(f"gaits:biped-idle*2@{path}")
+    assert (spec.source, spec.count, spec.target) == ("gaits:biped-idle", 2, str(path))
+    assert str(spec) == f"gaits:biped-idle*2@{path}"
+    ps = PoseSet.from_specs([str(path), f"gaits:biped*2@{path}", spec], fps=30.0)
+    assert len(ps.rigs) == 1  # one skeleton: the retargeted clips join 131_01
+    names = [n.split("#")[-1] for n in ps.rigs[0].clip_names]
+    assert names == ["131_01", "gait_0", "gait_1", "idle_0", "idle_1"]
+    assert np.isfinite(ps.rigs[0].poses).all()
