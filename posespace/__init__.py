@@ -27,6 +27,7 @@ from .evaluation import EvalConfig, end_effectors, evaluate, evaluate_rig, evalu
 from .metrics import apd, joint_positions, pose_features, prdc, slerp_path
 from .model import ModelConfig, PoseDenoiser
 from .pose_rig import FEATURE_COUNT, IDENTITY_6D, PoseRig
+from .retarget import HumanoidMap, humanoid_map, retarget_motion
 from .skeleton import CharacterFrame, canonical_frames, graph_distances, joint_active_mask, rig_signature
 from .space import CHECKPOINT_FORMAT, PoseSpace, SamplingConfig
 from .training import DEFAULT_HELDOUT, DEFAULT_TRAIN_DATA, TrainConfig, train
@@ -56,6 +57,7 @@ __all__ = [
     "DiffusionConfig",
     "EvalConfig",
     "GaussianDiffusion",
+    "HumanoidMap",
     "JointLimits",
     "ModelConfig",
     "PoseBatch",
@@ -82,12 +84,14 @@ __all__ = [
     "evaluate_zero_shot",
     "exact_self_intersection",
     "graph_distances",
+    "humanoid_map",
     "joint_active_mask",
     "joint_positions",
     "load_clips",
     "parse_clip_spec",
     "pose_features",
     "prdc",
+    "retarget_motion",
     "rig_signature",
     "slerp_path",
     "train",
