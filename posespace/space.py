@@ -159,10 +159,22 @@ class PoseSpace:
         """Reads a pose space written by :meth:`save` or a training checkpoint.
 
         Raises:
-            ValueError: not a pose-space checkpoint.
+            FileNotFoundError: no such file; ValueError: not a pose-space checkpoint (the message names the file).
         """
-        state = torch.load(path, map_location="cpu", weights_only=False)
-        return cls.from_state(state, sampling)
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such pose-space checkpoint")
+        try:
+            # full unpickling (the checkpoint holds NumPy calibration arrays): load only checkpoints you trust
+            state = torch.load(path, map_location="cpu", weights_only=False)
+        except Exception as e:  # torch raises pickle, zip and runtime errors alike for a foreign file
+            raise ValueError(f"{path}: not a readable torch checkpoint ({type(e).__name__}: {e})") from e
+        try:
+            return cls.from_state(state, sampling)
+        except KeyError as e:
+            raise ValueError(f"{path}: pose-space checkpoint lacks the field {e.args[0]!r}") from e
+        except (TypeError, RuntimeError, ValueError) as e:
+            raise ValueError(f"{path}: {e}") from e
 
     @classmethod
     def from_state(cls, state: dict, sampling: SamplingConfig | None = None) -> PoseSpace:

@@ -79,6 +79,21 @@ def test_save_load_round_trip(trained, tmp_path):
         PoseSpace.load(tmp_path / "bad.pt")
 
 
+def test_load_errors_name_the_file_and_field(tmp_path):
+    from posespace import CHECKPOINT_FORMAT
+
+    with pytest.raises(FileNotFoundError, match=r"missing\.pt"):
+        PoseSpace.load(tmp_path / "missing.pt")
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a checkpoint at all\n")
+    with pytest.raises(ValueError, match=r"garbage\.pt: not a readable torch checkpoint"):
+        PoseSpace.load(garbage)
+    partial = tmp_path / "partial.pt"
+    torch.save({"format": CHECKPOINT_FORMAT}, partial)
+    with pytest.raises(ValueError, match=r"partial\.pt: pose-space checkpoint lacks the field 'model_config'"):
+        PoseSpace.load(partial)
+
+
 def test_samples_are_rotations_and_valid(trained):
     space, rig, *_ = trained
     motion = space.sample(rig, 24, seed=0)
