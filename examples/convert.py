@@ -44,7 +44,7 @@ def main(cfg: ConvertConfig) -> int:
         asset = load_asset(cfg.input, **options)
         clips = [asset.clip(cfg.clip)] if cfg.clip is not None else list(asset.clips.values())
         write_usdskel(cfg.output, asset.rig, clips)
-    except (InputError, RigError) as e:
+    except (InputError, RigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyError as e:  # unknown clip name; the message lists the available ones

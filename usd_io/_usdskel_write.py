@@ -26,6 +26,7 @@ from sim import Motion, Rig
 from sim.rotations import transform_matrix
 
 from ._usd_names import unique_identifiers
+from ._usd_paths import usd_output_path
 from .atomic import atomic_output
 
 __all__ = ["write_usdskel"]
@@ -112,6 +113,7 @@ def write_usdskel(
         raise ValueError(f"time_codes_per_second: must be a positive number, got {time_codes_per_second}")
     if not np.isfinite(start_time_code):
         raise ValueError(f"start_time_code: must be finite, got {start_time_code}")
+    path = usd_output_path(path)
     bound = _resolve_bound_clip(clips, bound_clip) if clips else None
     scale = 1.0 / float(meters_per_unit)
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._usd_paths import usd_output_path
 from .atomic import atomic_output
 
 __all__ = ["write_physics_stage"]
@@ -90,7 +91,7 @@ def write_physics_stage(
     I_UNIT = M * L * L
     to_deg = 180.0 / np.pi
 
-    path = Path(path)
+    path = usd_output_path(path)
     with atomic_output(path) as tmp:
         stage = Usd.Stage.CreateNew(str(tmp))
         UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)

@@ -66,6 +66,12 @@ def test_stage_is_validator_clean(tmp_path, character):
     assert list(scene.GetGravityDirectionAttr().Get()) == [0.0, 0.0, -1.0]
 
 
+def test_non_usd_extension_is_refused(tmp_path, character):
+    with pytest.raises(ValueError, match=r"physics\.txt: output: a USD stage must end in"):
+        write_physics_stage(tmp_path / "physics.txt", character)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_add_usd_reads_back_bodies_joints_masses_and_limits(tmp_path, character):
     path = tmp_path / "physics.usda"
     write_physics_stage(path, character)

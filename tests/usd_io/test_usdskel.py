@@ -394,6 +394,14 @@ def test_failed_write_leaves_nothing(tmp_path, rig, clips):
     assert list((tmp_path / "out").iterdir()) == []
 
 
+def test_non_usd_extension_is_refused(tmp_path, rig, clips):
+    # USD picks the file format from the extension: a .txt or .json output would be a text layer in disguise
+    for name in ("rig.txt", "rig.json", "rig"):
+        with pytest.raises(ValueError, match=rf"{name}: output: a USD stage must end in \.usda"):
+            write_usdskel(tmp_path / name, rig, clips[:1])
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_failed_write_keeps_previous_file(tmp_path, rig, clips):
     target = tmp_path / "rig.usdc"
     write_usdskel(target, rig, clips)
