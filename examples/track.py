@@ -30,6 +30,7 @@ from sim.physics import (
     ReferenceConfig,
     TrackingConfig,
     build_character,
+    dynamic_feasibility,
     prepare_reference,
     project,
     reference_trajectory,
@@ -73,6 +74,30 @@ def _json_default(x):
     return float(x) if hasattr(x, "__float__") else str(x)
 
 
+INFEASIBLE_ZMP_EXCESS_HEIGHTS = 0.2
+"""A reference whose centre of pressure lies on average more than this many character heights outside its support
+polygon asks for ground forces no joint-driven character gets (the Fox Walk: 0.07, the Fox Run: 0.55)."""
+
+
+def _feasibility_note(character, ref, cfg: TrackConfig) -> str | None:
+    """A warning line when the reference is far from centroidally feasible (expect a large body error)."""
+    if ref.frame_count < 3:
+        return None
+    feas = dynamic_feasibility(
+        character, ref.body_pos, ref.body_rot, ref.fps, friction=cfg.tracking.contact.friction,
+        ground_height=cfg.tracking.contact.ground_height_m,
+    )  # fmt: skip
+    excess = feas["mean_zmp_excess_m"]
+    if not excess > INFEASIBLE_ZMP_EXCESS_HEIGHTS * character.height:
+        return None
+    return (
+        f"note: the reference is centroidally infeasible in {feas['infeasible_ratio']:.0%} of its frames (centre of "
+        f"pressure on average {excess:.3g} m = {excess / character.height:.2f} heights outside the feet): no "
+        "joint-driven character can follow it closely; expect a large body_pos_error_rel "
+        "(design/physics_tracking.md, 'Known limit: Fox Run')"
+    )
+
+
 def main(cfg: TrackConfig) -> int:
     try:
         asset = load_asset(cfg.motion)
@@ -97,6 +122,9 @@ def main(cfg: TrackConfig) -> int:
         f"{rig.name}: {character.body_count} bodies, {character.total_mass:.3g} kg, height {character.height:.3g} m;"
         f" {ref.frame_count} frames at {ref.fps:g} fps, root motion {root_motion}"
     )
+    note = _feasibility_note(character, ref, cfg)
+    if note:
+        print(note)
     if cfg.method == "pd":
         result = track(character, ref, cfg.tracking)
     else:

@@ -55,6 +55,9 @@ def test_pd_run_writes_every_output(tmp_path):
     assert _finite({k: metrics[k] for k in METRIC_KEYS if isinstance(metrics[k], float)})
     assert metrics["method"] == "pd" and metrics["blowup"] is None
     assert metrics["root_assist"] is None  # no invisible hands by default
+    # the procedural walk is close to centroidally feasible: no warning
+    assert metrics["target_mean_zmp_excess_m"] < 0.2 * metrics["character_height_m"]
+    assert "centroidally infeasible" not in proc.stdout
     from pxr import Usd, UsdPhysics, UsdSkel
 
     stage = Usd.Stage.Open(str(out / "tracked.usda"))
@@ -82,6 +85,17 @@ def test_projection_run(tmp_path):
     assert metrics["info"]["samples"] == 4 and metrics["info"]["windows"] > 1
     assert metrics["info"]["passes"] == 2 and len(metrics["info"]["pass_errors"]) == 2
     assert _finite(metrics["body_pos_error_rel"])
+
+
+def test_infeasible_reference_is_announced(tmp_path, assets_dir):
+    # the Fox Run's stance paws sweep at speeds no ground force can produce (design/physics_tracking.md)
+    out = tmp_path / "run"
+    proc = run("--motion", str(assets_dir / "gltf" / "Fox.glb"), "--clip", "Run", "--target-height-m", "0.5",
+               "--method", "pd", "--output", str(out), "--no-preview", "--no-audit")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["target_mean_zmp_excess_m"] > 0.2 * metrics["character_height_m"]
+    assert "note: the reference is centroidally infeasible" in proc.stdout
 
 
 def test_bad_input_exits_2(tmp_path):
