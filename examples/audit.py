@@ -54,6 +54,9 @@ def main(cfg: AuditCliConfig) -> int:
         return 2
     try:
         write_audit(cfg.output, asset.rig, report=report, motion=asset.clip(cfg.clip))
+    except InputError as e:  # the folder cannot be created or written (names it and the reason)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except OSError as e:
         print(f"error: {cfg.output}: cannot write the report ({e.strerror or e})", file=sys.stderr)
         return 2

@@ -40,7 +40,10 @@ def main(cfg: ConvertConfig) -> int:
             print(f"error: {cfg.input}: --meters-per-unit applies to BVH input only", file=sys.stderr)
             return 2
         options["meters_per_unit"] = cfg.meters_per_unit
+    audit_root = cfg.output.with_name(cfg.output.name + ".audit")
     try:
+        if cfg.audit and audit_root.exists() and not audit_root.is_dir():  # fail before writing the stage
+            raise InputError(audit_root, "output", "the audit folder is a file (or pass --no-audit)")
         asset = load_asset(cfg.input, **options)
         clips = [asset.clip(cfg.clip)] if cfg.clip is not None else list(asset.clips.values())
         write_usdskel(cfg.output, asset.rig, clips)
@@ -55,10 +58,14 @@ def main(cfg: ConvertConfig) -> int:
     listed = ", ".join(f"{c.name} ({c.frame_count} keys)" for c in clips) or "none"
     print(f"wrote {cfg.output}: rig {rig.name!r} ({rig.joint_count} joints, {vertices} vertices), clips: {listed}")
     if cfg.audit and clips:
-        root = cfg.output.with_name(cfg.output.name + ".audit")
+        root = audit_root
         for motion in clips:
             folder = root / audit_folder_name(motion.name)
-            report = write_audit(folder, rig, motion, source=f"{cfg.input}#{motion.name}")
+            try:
+                report = write_audit(folder, rig, motion, source=f"{cfg.input}#{motion.name}")
+            except InputError as e:  # e.g. OUTPUT.audit is a file
+                print(f"error: {e}", file=sys.stderr)
+                return 2
             failed = ", ".join(c.name for c in report.failed_checks)
             print(f"audit {motion.name}: {'failed ' + failed if failed else 'passed'}")
         print(f"wrote {root}/")

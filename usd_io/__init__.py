@@ -9,7 +9,7 @@ from ._usd_validation import ValidationIssue, validate_stage, validation_issues,
 from ._usdskel_read import UsdSkelWarning, read_usdskel
 from ._usdskel_write import write_usdskel
 from .asset import PROCEDURAL_PREFIX, Asset, load_asset
-from .atomic import atomic_output
+from .atomic import atomic_output, make_folder
 from .audit_io import (
     AUDIT_FILES,
     assert_ground_contact,
@@ -38,6 +38,7 @@ __all__ = [
     "audit_file",
     "audit_folder_name",
     "load_asset",
+    "make_folder",
     "read_bvh",
     "read_gltf",
     "read_usdskel",

@@ -8,7 +8,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_output"]
+from .errors import InputError
+
+__all__ = ["atomic_output", "make_folder"]
 
 
 @contextlib.contextmanager
@@ -18,10 +20,20 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
 
     The parent folder is created when missing. Writers that pick their format from the extension (USD, imageio)
     see the right suffix.
+
+    Raises:
+        InputError: ``path`` cannot be written (its folder cannot be created, a parent is a file, ``path`` is a
+            folder, no permission); the message names the path and the reason. Errors of the writer inside the
+            ``with`` block propagate unchanged.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    if path.is_dir():
+        raise InputError(path, "output", "is a folder, not a file")
+    make_folder(path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    except OSError as e:
+        raise InputError(path, "output", f"cannot create a file in {path.parent} ({_reason(e)})") from e
     os.close(fd)
     tmp_path = Path(tmp)
     umask = os.umask(0)
@@ -29,7 +41,34 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp creates 0600; give the result the usual permissions
     try:
         yield tmp_path
-        os.replace(tmp_path, path)
+        try:
+            os.replace(tmp_path, path)
+        except OSError as e:
+            raise InputError(path, "output", f"cannot replace it ({_reason(e)})") from e
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
+
+
+def make_folder(path: str | Path) -> Path:
+    """Creates folder ``path`` and its parents when missing and returns it as a Path.
+
+    Raises:
+        InputError: the folder cannot be created (a parent is a file, ``path`` is a file, no permission); the
+            message names the folder and the reason.
+    """
+    path = Path(path)
+    if path.is_dir():
+        return path
+    for parent in [path, *path.parents]:
+        if parent.exists() and not parent.is_dir():
+            raise InputError(path, "output", f"cannot create the folder: {parent} is a file")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(path, "output", f"cannot create the folder ({_reason(e)})") from e
+    return path
+
+
+def _reason(e: OSError) -> str:
+    return e.strerror or str(e)

@@ -173,3 +173,23 @@ def test_every_written_clip_is_audited_next_to_the_output(tmp_path):
     bare = tmp_path / "bare" / "biped.usda"
     assert run_convert("--input", str(source), "--output", str(bare), "--no-audit").returncode == 0
     assert sorted(p.name for p in bare.parent.iterdir()) == ["biped.usda"]
+
+
+def test_unwritable_output_gives_one_line(tmp_path):
+    """An output under a file, an output that is a folder, an audit folder that is a file: one line, status 2
+    (each was an OSError traceback)."""
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    folder = tmp_path / "stage.usda"
+    folder.mkdir()
+    (tmp_path / "walk.usda.audit").write_text("")
+    for output, fragment in (
+        (blocker / "x.usda", f"cannot create the folder: {blocker} is a file"),
+        (folder, f"{folder}: output: is a folder, not a file"),
+        (tmp_path / "walk.usda", f"{tmp_path / 'walk.usda.audit'}: output: the audit folder is a file"),
+    ):
+        result = run_convert("--input", "procedural:quadruped-walk", "--output", str(output))
+        assert result.returncode == 2, result.stdout + result.stderr
+        lines = [line for line in result.stderr.splitlines() if line.strip() and "CUDA driver" not in line]
+        assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "stage.usda", "walk.usda.audit"]  # no stage

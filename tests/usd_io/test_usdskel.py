@@ -556,3 +556,25 @@ def test_atomic_output_has_default_permissions(tmp_path):
     os.umask(umask)
     assert target.read_text() == "hi"
     assert target.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_atomic_output_names_an_unwritable_path(tmp_path, rig, clips):
+    """A parent that is a file, or an output that is a folder: InputError naming the path, nothing left behind
+    (the CLIs printed an OSError traceback)."""
+    from usd_io import InputError, atomic_output, make_folder
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("not a folder")
+    with pytest.raises(InputError, match=rf"{blocker / 'sub'}: output: cannot create the folder: {blocker} is a file"):
+        write_usdskel(blocker / "sub" / "x.usda", rig, clips)
+    with pytest.raises(InputError, match=rf"{blocker}: output: cannot create the folder: {blocker} is a file"):
+        make_folder(blocker)
+    folder = tmp_path / "stage.usda"
+    folder.mkdir()
+    with pytest.raises(InputError, match=rf"{folder}: output: is a folder, not a file"):
+        write_usdskel(folder, rig, clips)
+    with pytest.raises(InputError, match="output"), atomic_output(folder):
+        pass
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "stage.usda"]
+    assert list(folder.iterdir()) == [] and blocker.read_text() == "not a folder"
+    assert make_folder(tmp_path / "a" / "b") == tmp_path / "a" / "b" and (tmp_path / "a" / "b").is_dir()
