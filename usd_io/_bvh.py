@@ -118,7 +118,8 @@ def read_bvh(
 
     Raises:
         InputError: unreadable file or malformed content; the message names the file and the section and line.
-        ValueError: ``meters_per_unit`` not a positive finite number, or an unknown ``up_axis``.
+        InputError: ``meters_per_unit`` not a positive finite number (names the file and the option).
+        ValueError: an unknown ``up_axis``.
     """
     path = Path(path)
     if meters_per_unit is not None:
@@ -127,7 +128,7 @@ def read_bvh(
         except (TypeError, ValueError):
             meters_per_unit = math.nan
     if meters_per_unit is not None and not (math.isfinite(meters_per_unit) and meters_per_unit > 0):
-        raise ValueError(f"read_bvh: meters_per_unit must be a positive finite number, got {meters_per_unit!r}")
+        raise InputError(path, "meters_per_unit", f"must be a positive finite number, got {meters_per_unit!r}")
     if str(up_axis).upper() not in ("Y", "Z"):
         raise ValueError(f"read_bvh: up_axis must be 'Y' or 'Z', got {up_axis!r}")
     y_up = str(up_axis).upper() == "Y"

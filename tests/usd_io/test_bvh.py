@@ -4,6 +4,7 @@ frame rates, and one InputError per kind of malformed file."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import bvh_reference
@@ -12,6 +13,7 @@ import pytest
 
 import sim
 import usd_io
+from usd_io import InputError
 from usd_io._bvh import read_bvh
 
 POSE_TOL = 1e-5
@@ -274,8 +276,8 @@ def test_zero_frames_gives_no_clip(tmp_path):
 
 def test_bad_arguments(tmp_path):
     path = write(tmp_path, bvh_text(joint("Hips", [0, 0, 0], "Zrotation"), np.zeros((1, 1))))
-    with pytest.raises(ValueError, match="meters_per_unit"):
-        read_bvh(path, meters_per_unit=0.0)
+    with pytest.raises(InputError, match=rf"^{re.escape(str(path))}: meters_per_unit: .*got 0.0"):
+        read_bvh(path, meters_per_unit=0.0)  # names the file (the convert CLI printed the bare option)
     with pytest.raises(ValueError, match="up_axis"):
         read_bvh(path, up_axis="X")
 
