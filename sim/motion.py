@@ -121,7 +121,13 @@ class Motion:
         return Motion(self.fps, lerp(self.root_translations), rot, trans, times=times, name=self.name)
 
     def resample(self, fps: float) -> Motion:
-        """Uniform resampling at ``fps`` over the clip's duration."""
+        """Uniform resampling at ``fps`` [1/s] over the clip's duration.
+
+        Raises:
+            RigError: ``fps`` is not a positive finite number (names the motion).
+        """
+        if not (isinstance(fps, (int, float, np.floating, np.integer)) and np.isfinite(fps) and fps > 0):
+            raise RigError(f"motion {self.name!r} resample fps: must be a positive number, got {fps!r}")
         count = int(np.floor(self.duration * fps + 1e-9)) + 1
         m = self.sample(self.times[0] + np.arange(count) / fps)
         m.fps = float(fps)

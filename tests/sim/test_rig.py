@@ -117,3 +117,10 @@ def test_motion_validation_and_sampling():
     lt = m.local_translations(rig)
     np.testing.assert_allclose(lt[:, 1:], np.broadcast_to(rig.rest_translations[1:], (4, 2, 3)))
     np.testing.assert_allclose(lt[:, 0], m.root_translations)
+
+
+@pytest.mark.parametrize("fps", [0.0, -10.0, float("nan"), float("inf")])
+def test_resample_rejects_a_bad_rate(fps):
+    m = Motion(10, np.zeros((3, 3)), quat_identity((3, 2)), name="clip")
+    with pytest.raises(RigError, match=r"motion 'clip' resample fps: must be a positive number"):
+        m.resample(fps)  # 0 and NaN used to build a NaN clip that failed later as "non-finite rotations"
