@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from sim import Motion, Rig
+from sim import Motion, Rig, RigError
 
 from .pose_rig import IDENTITY_6D, PoseRig
 
@@ -60,6 +60,13 @@ class ClipSpec:
     """``gaits:`` sources: a humanoid file (or ``procedural:NAME``) whose skeleton the variations are
     retargeted onto (None: the built-in character's own skeleton)."""
 
+    def __post_init__(self):
+        if self.source.startswith(GAIT_PREFIX):
+            if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
+                from usd_io import InputError
+
+                raise InputError(self.source, "count", f"must be an integer >= 1, got {self.count!r}")
+
     def __str__(self) -> str:
         s = self.source
         if self.source.startswith(GAIT_PREFIX):
@@ -79,7 +86,12 @@ def parse_clip_spec(text: str | ClipSpec) -> ClipSpec:
         target = at.strip() or None
         if "*" in source:
             source, _, n = source.partition("*")
-            count = int(n)
+            try:
+                count = int(n)
+            except ValueError:
+                from usd_io import InputError
+
+                raise InputError(text, "count", f"expected an integer after '*', got {n!r}") from None
     names = tuple(c.strip() for c in clips.split(",") if c.strip()) or None
     return ClipSpec(source, names, count, target=target)
 
@@ -103,11 +115,17 @@ _IDLE_RANGES = {
 
 def _gait_variations(name: str, count: int, seed: int) -> tuple[Rig, dict[str, Motion]]:
     """``count`` random walks (``NAME`` / ``NAME-walk``) or idles (``NAME-idle``) of a built-in character."""
+    from sim.characters import procedural_asset_names
+    from usd_io import InputError
+
     species, _, kind = name.partition("-")
+    known = [n for n in procedural_asset_names() if "-" not in n]
+    if species not in known:
+        raise InputError(GAIT_PREFIX + name, "name", f"unknown character {species!r}; known: {', '.join(known)}")
     if kind == "idle":
         return _idle_variations(species, count, seed)
     if kind not in ("", "walk"):
-        raise KeyError(f"gaits:{name}: unknown clip kind {kind!r}; use walk or idle")
+        raise InputError(GAIT_PREFIX + name, "name", f"unknown clip kind {kind!r}; use walk or idle")
     return _walk_variations(species, count, seed)
 
 
@@ -173,7 +191,8 @@ def load_clips(spec: str | ClipSpec) -> tuple[Rig, dict[str, Motion]]:
     """The rig and the selected clips of one spec.
 
     Raises:
-        usd_io.InputError: unreadable source; KeyError: unknown clip name (the message lists the clips);
+        usd_io.InputError: unreadable source or malformed ``gaits:`` spec; KeyError: unknown clip name (the
+            message lists the clips);
         sim.RigError: a ``gaits:...@PATH`` source or target without a humanoid correspondence.
     """
     from usd_io import load_asset
@@ -185,7 +204,10 @@ def load_clips(spec: str | ClipSpec) -> tuple[Rig, dict[str, Motion]]:
             from .retarget import humanoid_map, retarget_motion
 
             target = load_asset(spec.target).rig
-            source_map, target_map = humanoid_map(rig), humanoid_map(target)
+            try:
+                source_map, target_map = humanoid_map(rig), humanoid_map(target)
+            except RigError as e:
+                raise RigError(f"{spec}: {e}") from e
             clips = {n: retarget_motion(rig, m, target, source_map, target_map) for n, m in clips.items()}
             rig = target
     else:

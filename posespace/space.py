@@ -17,6 +17,7 @@ predicted clean pose, plus a short final descent ("polish") of the same loss on 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -85,6 +86,24 @@ class SamplingConfig:
     batch: int = 512
     """Poses per batch."""
 
+    def check(self) -> SamplingConfig:
+        """Returns self when every setting is in range (PoseSpace calls this); ValueError naming the field
+        otherwise. (Not run on construction, so command lines report it as one line.)"""
+        for name in ("steps", "project_steps", "interpolation_steps", "ik_steps", "batch"):
+            _count(f"SamplingConfig.{name}", getattr(self, name), 1)
+        for name in ("guidance_iters", "polish_iters", "ik_guidance_iters", "ik_dls_iters", "ik_rounds",
+                     "ik_round_dls_iters"):  # fmt: skip
+            _count(f"SamplingConfig.{name}", getattr(self, name), 0)
+        for name in ("temperature", "max_step", "ik_damping", "ik_validator_weight", "guidance_damping"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"SamplingConfig.{name}: must be a finite number >= 0, got {value!r}")
+        for name in ("guidance_from", "project_strength", "interpolation_time"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0.0 <= value <= 1.0):
+                raise ValueError(f"SamplingConfig.{name}: must be a diffusion time in [0, 1], got {value!r}")
+        return self
+
 
 class _RigContext:
     def __init__(self, space: PoseSpace, rig: Rig):
@@ -129,7 +148,7 @@ class PoseSpace:
         self.scale = float(scale)
         self.calibrations = dict(calibrations or {})
         self.validator_config = validator_config or ValidatorConfig()
-        self.sampling = sampling or SamplingConfig()
+        self.sampling = (sampling or SamplingConfig()).check()
         self.diffusion = GaussianDiffusion(diffusion)
         self._contexts: dict[int, tuple[Rig, _RigContext]] = {}
 
@@ -162,6 +181,8 @@ class PoseSpace:
             FileNotFoundError: no such file; ValueError: not a pose-space checkpoint (the message names the file).
         """
         path = Path(path)
+        if sampling is not None:
+            sampling.check()  # a bad setting is not the file's fault: report it before reading
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such pose-space checkpoint")
         try:
@@ -259,6 +280,7 @@ class PoseSpace:
     # -- uses -----------------------------------------------------------------------------------------------
     def sample_poses(self, rig: Rig, n: int, seed: int | None = None, guidance: bool = True) -> np.ndarray:
         """``n`` sampled poses in 6D form, shape (n, J, 6)."""
+        n = _count("n", n, 1)
         ctx = self.context(rig)
         gen = torch.Generator().manual_seed(int(seed)) if seed is not None else None
         loss = self._validator_loss(ctx)
@@ -280,7 +302,10 @@ class PoseSpace:
     def project_poses(self, rig: Rig, poses: np.ndarray, strength: float | None = None) -> np.ndarray:
         """Projection of 6D poses (N, J, 6) onto the pose space (module docstring), shape (N, J, 6)."""
         ctx, s = self.context(rig), self.sampling
+        poses = _check_poses("poses", poses, ctx.pose_rig, batched=True)
         strength = s.project_strength if strength is None else float(strength)
+        if not 0.0 <= strength <= 1.0:
+            raise ValueError(f"strength: must be a diffusion time in [0, 1], got {strength}")
         loss = self._validator_loss(ctx)
         out = []
         for start in range(0, len(poses), s.batch):
@@ -314,10 +339,8 @@ class PoseSpace:
         """
         ctx, s = self.context(rig), self.sampling
         pr = ctx.pose_rig
-        idx = [rig.joint_index(k) if isinstance(k, str) else int(k) for k in handles]
-        targets = np.stack([np.atleast_2d(np.asarray(v, dtype=np.float64)) for v in handles.values()], axis=1)
-        root = pr.rig.rest_translations[0] if root_translation is None else np.asarray(root_translation)
-        targets = targets - np.atleast_2d(root)[:, None, :]
+        idx, targets, root = _check_handles(rig, handles, root_translation)
+        targets = targets - root[:, None, :]
         n = len(targets)
         gen = torch.Generator().manual_seed(int(seed)) if seed is not None else None
         val = self._validator_loss(ctx)
@@ -379,6 +402,9 @@ class PoseSpace:
         denoised (validator guidance on) and the path's ends are the given poses.
         """
         ctx, s = self.context(rig), self.sampling
+        a = _check_poses("a", a, ctx.pose_rig, batched=False)
+        b = _check_poses("b", b, ctx.pose_rig, batched=False)
+        steps = _count("steps", steps, 2)
         x0 = self.to_model(ctx, np.stack([a, b]))
         cond2 = ctx.cond(2)
         z = self.diffusion.invert(self.model, x0, cond2, s.interpolation_time, s.interpolation_steps)
@@ -435,8 +461,71 @@ class PoseSpace:
         """A view of this pose space with changed sampling settings (shares the model)."""
         out = PoseSpace.__new__(PoseSpace)
         out.__dict__.update(self.__dict__)
-        out.sampling = replace(self.sampling, **changes)
+        out.sampling = replace(self.sampling, **changes).check()
         return out
+
+
+def _count(name: str, value, low: int) -> int:
+    """``value`` as an int, or ValueError naming ``name`` when it is not an integer >= ``low``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name}: must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def _finite(name: str, value, shape_text: str) -> np.ndarray:
+    """``value`` as a float64 array, or ValueError naming ``name`` when it is not numeric or not finite."""
+    if torch.is_tensor(value):
+        value = value.detach().cpu().numpy()
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name}: expected numbers of shape {shape_text}, got {type(value).__name__} ({e})") from None
+    bad = np.argwhere(~np.isfinite(arr))
+    if len(bad):
+        raise ValueError(f"{name}: non-finite value at index {tuple(int(i) for i in bad[0])}")
+    return arr
+
+
+def _check_poses(name: str, poses, pr: PoseRig, batched: bool) -> np.ndarray:
+    """6D poses of ``pr``'s rig: shape (N, J, 6) when ``batched`` (N >= 1), (J, 6) otherwise; finite."""
+    j = pr.joint_count
+    text = f"(N, {j}, 6)" if batched else f"({j}, 6)"
+    arr = _finite(name, poses, text)
+    if arr.shape[-2:] != (j, 6) or arr.ndim != (3 if batched else 2) or (batched and len(arr) == 0):
+        raise ValueError(f"{name}: expected 6D poses of rig {pr.rig.name!r} of shape {text}, got {arr.shape}")
+    return arr
+
+
+def _check_handles(
+    rig: Rig, handles: Mapping[str | int, np.ndarray], root_translation
+) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """Joint indices, targets (N, H, 3) and root positions (N, 3) of :meth:`PoseSpace.ik_poses`'s arguments."""
+    if not handles:
+        raise ValueError("handles: empty; give at least one joint name or index -> position [m]")
+    idx = []
+    for key in handles:
+        if isinstance(key, str):
+            idx.append(rig.joint_index(key))  # KeyError naming the joint and the rig
+        elif isinstance(key, (int, np.integer)) and not isinstance(key, bool) and 0 <= key < rig.joint_count:
+            idx.append(int(key))
+        else:
+            raise ValueError(f"handles: key {key!r} is neither a joint name nor an index in [0, {rig.joint_count})")
+    rows = []
+    for key, value in handles.items():
+        arr = _finite(f"handles[{key!r}]", value, "(3,) or (N, 3)")
+        if arr.shape[-1:] != (3,) or arr.ndim not in (1, 2) or arr.size == 0:
+            raise ValueError(f"handles[{key!r}]: expected a position of shape (3,) or (N, 3) [m], got {arr.shape}")
+        rows.append(np.atleast_2d(arr))
+    root = rig.rest_translations[0] if root_translation is None else root_translation
+    root = np.atleast_2d(_finite("root_translation", root, "(3,) or (N, 3)"))
+    if root.shape[-1] != 3 or root.ndim != 2 or len(root) == 0:
+        raise ValueError(f"root_translation: expected shape (3,) or (N, 3) [m], got {np.shape(root_translation)}")
+    counts = {len(r) for r in [*rows, root]} - {1}
+    if len(counts) > 1:
+        raise ValueError(f"handles / root_translation: different pose counts {sorted(counts)}; use (3,) or (N, 3)")
+    n = counts.pop() if counts else 1
+    targets = np.stack([np.broadcast_to(r, (n, 3)) for r in rows], axis=1)
+    return idx, targets, np.broadcast_to(root, (n, 3))
 
 
 def tokens_to_poses(x: torch.Tensor, active_index: torch.Tensor, joint_count: int, scale: float) -> torch.Tensor:

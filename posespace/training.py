@@ -91,6 +91,31 @@ class TrainConfig:
     diffusion: DiffusionConfig = field(default_factory=DiffusionConfig)
     """Noise schedule."""
 
+    def check(self) -> TrainConfig:
+        """Returns self when every setting is in range (:func:`train` calls this first); ValueError naming the
+        field otherwise. (Not run on construction, so command lines report it as one line.)"""
+        for name, low in (("steps", 1), ("batch_size", 1), ("warmup", 0), ("validator_poses", 1),
+                          ("checkpoint_every", 1), ("seed", 0)):  # fmt: skip
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"TrainConfig.{name}: must be an integer >= {low}, got {value!r}")
+        if self.threads is not None and not (isinstance(self.threads, int) and self.threads >= 0):
+            raise ValueError(f"TrainConfig.threads: must be None or an integer >= 0, got {self.threads!r}")
+        for name, positive in (("fps", True), ("lr", True), ("grad_clip", True), ("weight_decay", False),
+                               ("validator_weight", False)):  # fmt: skip
+            value = getattr(self, name)
+            numeric = isinstance(value, (int, float)) and math.isfinite(value)
+            if not (numeric and (value > 0 if positive else value >= 0)):
+                raise ValueError(f"TrainConfig.{name}: must be a finite number {'>' if positive else '>='} 0, "
+                                 f"got {value!r}")  # fmt: skip
+        if not (isinstance(self.ema, (int, float)) and 0.0 <= self.ema < 1.0):
+            raise ValueError(f"TrainConfig.ema: must be a decay in [0, 1), got {self.ema!r}")
+        if self.rig_weights is not None:
+            w = list(self.rig_weights)
+            if not w or not all(math.isfinite(x) and x >= 0 for x in w) or sum(w) <= 0:
+                raise ValueError(f"TrainConfig.rig_weights: must be finite weights >= 0 with a positive sum, got {w}")
+        return self
+
 
 def _lr_factor(step: int, cfg: TrainConfig) -> float:
     if step < cfg.warmup:
@@ -119,6 +144,7 @@ def train(cfg: TrainConfig, pose_set: PoseSet | None = None) -> PoseSpace:
     Returns:
         The trained pose space; also written to ``cfg.output / "posespace.pt"``.
     """
+    cfg.check()
     threads = torch.get_num_threads()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -132,22 +158,26 @@ def _train(cfg: TrainConfig, pose_set: PoseSet | None) -> PoseSpace:
     from accelerate import Accelerator
     from tqdm.auto import tqdm
 
-    from usd_io import atomic_output
+    from usd_io import atomic_output, make_folder
 
     torch.manual_seed(cfg.seed)
     acc = Accelerator(cpu=not torch.cuda.is_available())
     main = acc.is_main_process
     device = torch.device("cpu") if acc.device.type == "cpu" else acc.device
     out = Path(cfg.output)
-    if main:
-        out.mkdir(parents=True, exist_ok=True)
-        with atomic_output(out / "config.json") as tmp:
-            tmp.write_text(json.dumps(_jsonable(asdict(cfg)), indent=2))
-
+    if pose_set is None and not cfg.data:
+        raise ValueError("TrainConfig.data: no clip specs given")
     full = pose_set if pose_set is not None else PoseSet.from_specs(cfg.data, cfg.fps)
     train_set, _ = full.split_by_clip(cfg.heldout)
     if not train_set.rigs:
         raise ValueError("no training poses left after holding out " + ", ".join(cfg.heldout))
+    if cfg.rig_weights is not None and len(cfg.rig_weights) != len(train_set.rigs):
+        raise ValueError(f"TrainConfig.rig_weights: {len(cfg.rig_weights)} weights for {len(train_set.rigs)} "
+                         "training skeletons")  # fmt: skip
+    if main:  # bad data fails above, before anything is written
+        make_folder(out)
+        with atomic_output(out / "config.json") as tmp:
+            tmp.write_text(json.dumps(_jsonable(asdict(cfg)), indent=2))
     scale = data_scale(train_set)
     calibrations, validators = {}, []
     for r in train_set.rigs:
@@ -162,11 +192,14 @@ def _train(cfg: TrainConfig, pose_set: PoseSet | None) -> PoseSpace:
     start = 0
     ckpt_path = out / "checkpoint.pt"
     if cfg.resume and ckpt_path.is_file():
-        state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        model.load_state_dict(state["train"]["model"])
-        ema.load_state_dict(state["model"])
-        opt.load_state_dict(state["train"]["optimizer"])
-        start = int(state["train"]["step"])
+        try:
+            state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+            model.load_state_dict(state["train"]["model"])
+            ema.load_state_dict(state["model"])
+            opt.load_state_dict(state["train"]["optimizer"])
+            start = int(state["train"]["step"])
+        except Exception as e:  # torch raises pickle, zip, key and size errors alike for a foreign checkpoint
+            raise ValueError(f"{ckpt_path}: cannot resume from it ({type(e).__name__}: {e})") from e
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _lr_factor(s + start, cfg))
     model, opt = acc.prepare(model, opt)
     diffusion = GaussianDiffusion(cfg.diffusion)

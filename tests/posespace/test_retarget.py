@@ -167,3 +167,24 @@ def test_gait_spec_on_a_file_skeleton(assets_dir):
     names = [n.split("#")[-1] for n in ps.rigs[0].clip_names]
     assert names == ["131_01", "gait_0", "gait_1", "idle_0", "idle_1"]
     assert np.isfinite(ps.rigs[0].poses).all()
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("gaits:biped*x", r"gaits:biped\*x: count: expected an integer after '\*', got 'x'"),
+        ("gaits:biped*0", r"gaits:biped: count: must be an integer >= 1, got 0"),
+        ("gaits:nope*3", r"gaits:nope: name: unknown character 'nope'; known: .*biped"),
+        ("gaits:biped-run*2", r"gaits:biped-run: name: unknown clip kind 'run'"),
+    ],
+)
+def test_malformed_gait_specs_name_the_spec(spec, message):
+    from usd_io import InputError
+
+    with pytest.raises(InputError, match=message):
+        load_clips(spec)
+
+
+def test_gaits_retargeted_onto_a_non_humanoid_name_the_spec():
+    with pytest.raises(sim.RigError, match=r"^gaits:biped\*1@procedural:quadruped: .*no humanoid correspondence"):
+        load_clips("gaits:biped*1@procedural:quadruped")

@@ -207,3 +207,53 @@ def test_unknown_skeleton_gets_default_validators(trained):
     assert not space.is_known(other)
     assert space.validators(other).calibration.limits.source == "default"
     assert space.sample_poses(other, 4, seed=0).shape == (4, other.joint_count, 6)
+
+
+def test_bad_arguments_are_named_before_the_model_runs(trained):
+    """Wrong shapes, NaN, bad counts and bad settings raise ValueError naming the argument (they used to crash
+    deep in torch/Warp, or silently index a pose of another skeleton)."""
+    space, rig, _, _, _ = trained
+    j = rig.joint_count
+    rest = space.pose_rig(rig).rest_pose(2)
+    cases = [
+        (lambda: space.sample_poses(rig, 0), r"n: must be an integer >= 1, got 0"),
+        (lambda: space.project_poses(rig, np.zeros((2, j + 2, 6))), rf"poses: .*\(N, {j}, 6\), got \(2, {j + 2}, 6\)"),
+        (lambda: space.project_poses(rig, rest[..., :4]), r"poses: .*got \(2, \d+, 4\)"),
+        (lambda: space.project_poses(rig, np.full_like(rest, np.nan)), r"poses: non-finite value at index \(0, 0, 0\)"),
+        (lambda: space.interpolate_poses(rig, rest[0], rest[1], 1), r"steps: must be an integer >= 2, got 1"),
+        (lambda: space.interpolate_poses(rig, rest[:, :, :4][0], rest[1], 3), r"a: .*got \(\d+, 4\)"),
+        (lambda: space.ik_poses(rig, {}), r"handles: empty"),
+        (lambda: space.ik_poses(rig, {j + 5: np.zeros(3)}), rf"handles: key {j + 5} .*\[0, {j}\)"),
+        (lambda: space.ik_poses(rig, {"left_hand": np.zeros(2)}), r"handles\['left_hand'\]: .*got \(2,\)"),
+        (lambda: space.ik_poses(rig, {"left_hand": [np.nan, 0, 0]}), r"handles\['left_hand'\]: non-finite"),
+        (lambda: space.ik_poses(rig, {"left_hand": np.zeros((3, 3)), "head": np.zeros((2, 3))}), r"pose counts"),
+        (lambda: space.with_sampling(steps=0), r"SamplingConfig.steps: must be an integer >= 1, got 0"),
+        (lambda: space.with_sampling(interpolation_time=float("nan")), r"SamplingConfig.interpolation_time"),
+    ]  # fmt: skip
+    for call, message in cases:
+        with pytest.raises(ValueError, match=message):
+            call()
+    # (3,) handles broadcast against (N, 3) ones: one pose per row
+    target = joint_positions(space.pose_rig(rig), rest[:1])[0] + rig.rest_translations[0]
+    handles = {"left_hand": np.stack([target[rig.joint_index("left_hand")]] * 2), "head": target[2]}
+    assert space.ik_poses(rig, handles, seed=0).shape == (2, j, 6)
+
+
+def test_train_config_is_checked_before_anything_is_written(tmp_path, make_stick, make_walk):
+    rig = make_stick()
+    ps = PoseSet()
+    ps.add(rig, make_walk(rig, 20), "walk", fps=None)
+    for changes, message in (
+        ({"steps": 0}, r"TrainConfig.steps: must be an integer >= 1, got 0"),
+        ({"checkpoint_every": 0}, r"TrainConfig.checkpoint_every"),
+        ({"fps": float("nan")}, r"TrainConfig.fps: must be a finite number > 0"),
+        ({"weight_decay": -1.0}, r"TrainConfig.weight_decay: must be a finite number >= 0"),
+        ({"rig_weights": (1.0, 2.0)}, r"TrainConfig.rig_weights: 2 weights for 1 training skeletons"),
+    ):
+        out = tmp_path / str(len(list(tmp_path.iterdir())))
+        cfg = TrainConfig(output=out, steps=1, batch_size=4, model=TINY, progress=False, heldout=())
+        for key, value in changes.items():
+            setattr(cfg, key, value)
+        with pytest.raises(ValueError, match=message):
+            train(cfg, ps)
+        assert not out.exists()  # nothing written for a rejected run
