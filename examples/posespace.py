@@ -45,7 +45,7 @@ from posespace import (  # noqa: E402
 )
 from posespace.training import DEFAULT_HELDOUT, DEFAULT_TRAIN_DATA  # noqa: E402
 from sim import RigError  # noqa: E402
-from usd_io import InputError, atomic_output, load_asset, write_audit, write_usdskel  # noqa: E402
+from usd_io import InputError, atomic_output, load_asset, make_folder, write_audit, write_usdskel  # noqa: E402
 
 
 @dataclass
@@ -155,13 +155,21 @@ def _save_config(cfg, path: Path) -> None:
         tmp.write_text(json.dumps(asdict(cfg), indent=2, default=str))
 
 
-def _frame(asset, text: str) -> tuple[str, int]:
-    clip, _, frame = text.rpartition(":")
-    motion = asset.clip(clip or None)
-    index = int(frame)
+def _frame_index(asset, motion, index: int) -> int:
+    """``index`` (negative counts from the end) as a frame of ``motion``, or InputError naming the clip."""
     if not -motion.frame_count <= index < motion.frame_count:
         raise InputError(asset.source, f"{motion.name}[{index}]", f"frame out of range ({motion.frame_count} frames)")
-    return motion.name, index % motion.frame_count
+    return index % motion.frame_count
+
+
+def _frame(asset, text: str, flag: str) -> tuple[str, int]:
+    clip, _, frame = text.rpartition(":")
+    try:
+        index = int(frame)
+    except ValueError:
+        raise InputError(asset.source, flag, f"expected CLIP:FRAME or FRAME (an integer), got {text!r}") from None
+    motion = asset.clip(clip or None)
+    return motion.name, _frame_index(asset, motion, index)
 
 
 def run_sample(cfg: Sample) -> str:
@@ -180,7 +188,8 @@ def run_ik(cfg: Ik) -> str:
     if cfg.handles_from_frames:
         pr = space.pose_rig(rig)
         motion = asset.clip(cfg.clip)
-        poses = pr.encode(motion)[list(cfg.handles_from_frames)]
+        frames = [_frame_index(asset, motion, f) for f in cfg.handles_from_frames]
+        poses = pr.encode(motion)[frames]
         pos = joint_positions(pr, poses) + rig.rest_translations[0]
         handles = {rig.joint_names[j]: pos[:, j] for j in end_effectors(pr)}
     else:
@@ -188,10 +197,15 @@ def run_ik(cfg: Ik) -> str:
         for h in cfg.handles:
             name, _, xyz = h.partition("=")
             try:
-                handles[name] = np.array([float(v) for v in xyz.split(",")], dtype=np.float64).reshape(3)
                 rig.joint_index(name)
-            except (ValueError, KeyError) as e:
-                raise InputError(cfg.rig, f"--handles {h!r}", str(e).strip("'\"")) from None
+            except KeyError as e:
+                raise InputError(cfg.rig, f"--handles {h!r}", e.args[0]) from None
+            try:
+                handles[name] = np.array([float(v) for v in xyz.split(",")], dtype=np.float64)
+            except ValueError:
+                handles[name] = np.empty(0)
+            if handles[name].shape != (3,) or not np.isfinite(handles[name]).all():
+                raise InputError(cfg.rig, f"--handles {h!r}", "expected JOINT=X,Y,Z with three finite numbers [m]")
         if not handles:
             raise InputError(cfg.rig, "--handles", "give --handles JOINT=X,Y,Z or --handles-from-frames")
     t0 = time.perf_counter()
@@ -211,8 +225,8 @@ def run_interpolate(cfg: Interpolate) -> str:
     rig = asset.rig
     pr = space.pose_rig(rig)
     ends = []
-    for text in (cfg.a, cfg.b):
-        clip, frame = _frame(asset, text)
+    for text, flag in ((cfg.a, "--a"), (cfg.b, "--b")):
+        clip, frame = _frame(asset, text, flag)
         ends.append(pr.encode(asset.clips[clip])[frame])
     path = space.interpolate_poses(rig, ends[0], ends[1], cfg.steps)
     rates = space.validators(rig).check(path).rates()
@@ -228,6 +242,7 @@ def run_interpolate(cfg: Interpolate) -> str:
 
 
 def run_evaluate(cfg: Evaluate) -> str:
+    make_folder(cfg.output)  # fail before the long evaluation when the folder cannot be made
     space = PoseSpace.load(cfg.checkpoint, cfg.sampling)
     train_set, heldout = PoseSet.from_specs(cfg.data, cfg.fps).split_by_clip(cfg.heldout)
     if not heldout.rigs:
@@ -235,7 +250,6 @@ def run_evaluate(cfg: Evaluate) -> str:
     t0 = time.perf_counter()
     metrics = evaluate(space, heldout, cfg.eval, train_set)
     metrics["seconds"] = time.perf_counter() - t0
-    cfg.output.mkdir(parents=True, exist_ok=True)
     with atomic_output(cfg.output / "metrics.json") as tmp:
         tmp.write_text(json.dumps(metrics, indent=2, default=str))
     lines = [f"{name}: validity {m['sample_validity']['valid']:.3f}, precision {m['prdc']['precision']:.3f}, "
@@ -250,6 +264,8 @@ def main(cfg) -> int:
             if os.environ.get("RANK", "0") == "0":  # torchrun / accelerate launch: one line from the main process
                 print(f"wrote {Path(cfg.output) / 'posespace.pt'}")
             return 0
+        if cfg.threads < 1:
+            raise ValueError(f"--threads: must be >= 1, got {cfg.threads}")
         torch.set_num_threads(cfg.threads)
         out = cfg.output / "config.json" if isinstance(cfg, Evaluate) else cfg.output.with_suffix(".config.json")
         run = {Sample: run_sample, Ik: run_ik, Interpolate: run_interpolate, Evaluate: run_evaluate}[type(cfg)]

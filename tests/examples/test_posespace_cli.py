@@ -109,3 +109,52 @@ def test_bad_input_exits_2(checkpoint, tmp_path):
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.strip() and "CUDA" not in line]
     assert len(lines) == 1 and str(missing) in lines[0]
+
+
+def _example_module():
+    """examples/posespace.py imported in-process (its name would shadow the package on sys.path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("posespace_example", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up here
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bad_settings_give_one_line_and_status_2(checkpoint, tmp_path, capsys):
+    """Each of these printed a traceback (or ran on with a wrong value) before."""
+    from posespace import SamplingConfig, TrainConfig
+
+    ex = _example_module()
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    rig, out = "procedural:quadruped", tmp_path / "x.usda"
+    cases = [
+        (ex.Ik(checkpoint, rig, out, handles_from_frames=(0, 9999)), "walk[9999]: frame out of range (49 frames)"),
+        (ex.Ik(checkpoint, rig, out, handles=("front_left_toes=1,2",)), "expected JOINT=X,Y,Z with three finite"),
+        (ex.Ik(checkpoint, rig, out, handles=("front_left_toes=nan,0,0",)), "expected JOINT=X,Y,Z with three"),
+        (ex.Interpolate(checkpoint, rig, out, a="walk:x"), "--a: expected CLIP:FRAME or FRAME (an integer)"),
+        (ex.Interpolate(checkpoint, rig, out, steps=1), "steps: must be an integer >= 2, got 1"),
+        (ex.Sample(checkpoint, rig, out, count=0), "n: must be an integer >= 1, got 0"),
+        (ex.Sample(checkpoint, rig, out, sampling=SamplingConfig(steps=0)), "SamplingConfig.steps: must be an"),
+        (ex.Sample(checkpoint, rig, out, threads=0), "--threads: must be >= 1, got 0"),
+        (ex.Sample(checkpoint, rig, blocker / "x.usda", count=1, sampling=SamplingConfig(steps=1, polish_iters=1)),
+         f"{blocker} is a file"),
+        (ex.Evaluate(checkpoint, blocker), f"{blocker} is a file"),
+        (TrainConfig(output=tmp_path / "run", data=("gaits:biped*x",)), "gaits:biped*x: count: expected an integer"),
+        (TrainConfig(output=tmp_path / "run", steps=0), "TrainConfig.steps: must be an integer >= 1, got 0"),
+        (TrainConfig(output=tmp_path / "run", data=("procedural:quadruped",), heldout=(), steps=1, batch_size=4,
+                     rig_weights=(1.0, 2.0), progress=False), "2 weights for 1 training skeletons"),
+    ]  # fmt: skip
+    import torch
+
+    threads = torch.get_num_threads()  # main() sets the process's torch threads: restore them for other tests
+    try:
+        for cfg, message in cases:
+            assert ex.main(cfg) == 2, cfg
+            err = [line for line in capsys.readouterr().err.splitlines() if line.strip() and "CUDA driver" not in line]
+            assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], (cfg, err)
+    finally:
+        torch.set_num_threads(threads)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # nothing written by a rejected run
