@@ -37,6 +37,15 @@ class CameraConfig:
     look_at_height: float = 0.35
     """Height of the look-at point above the ground [body heights]."""
 
+    def __post_init__(self):
+        az = tuple(self.azimuths_deg)
+        if not az or not all(isinstance(a, (int, float)) and math.isfinite(a) for a in az):
+            raise ValueError(f"CameraConfig.azimuths_deg: need one or more finite angles [deg], got {az}")
+        if not (isinstance(self.distance, (int, float)) and math.isfinite(self.distance) and self.distance > 0):
+            raise ValueError(f"CameraConfig.distance: must be a finite number > 0, got {self.distance!r}")
+        if not (isinstance(self.fov_deg, (int, float)) and 0 < self.fov_deg < 180):
+            raise ValueError(f"CameraConfig.fov_deg: must be in (0, 180) [deg], got {self.fov_deg!r}")
+
 
 @dataclass
 class Cameras:

@@ -94,6 +94,19 @@ class OptimConfig:
     oracle_eval_every: int = 25
     """Oracle runs: steps between evaluations of the error against the target motion."""
 
+    def __post_init__(self):
+        for name, low in (("steps", 1), ("checkpoint_every", 1), ("preview_every", 0), ("oracle_eval_every", 1)):
+            _check_int(f"OptimConfig.{name}", getattr(self, name), low)
+        if self.key_count is not None:
+            _check_int("OptimConfig.key_count", self.key_count, 2)
+        for name in ("lr_rotation", "lr_translation"):
+            _check_number(f"OptimConfig.{name}", getattr(self, name), positive=True)
+        for name in ("lr_final_fraction", "coarse_fraction"):
+            _check_number(f"OptimConfig.{name}", getattr(self, name), positive=False)
+        _check_number("OptimConfig.coarse_scale", self.coarse_scale, positive=True)
+        if self.sigma_start is not None:
+            _check_number("OptimConfig.sigma_start", self.sigma_start, positive=True)
+
 
 @dataclass(frozen=True)
 class DistillConfig:
@@ -113,6 +126,21 @@ class DistillConfig:
     """Optimizer and schedules."""
     weights: LossWeights = field(default_factory=LossWeights)
     """Loss weights."""
+
+    def __post_init__(self):
+        _check_int("DistillConfig.frames", self.frames, 1)
+        _check_number("DistillConfig.fps", self.fps, positive=True)
+
+
+def _check_int(name: str, value, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name}: must be an integer >= {low}, got {value!r}")
+
+
+def _check_number(name: str, value, positive: bool) -> None:
+    ok = isinstance(value, (int, float)) and math.isfinite(value) and (value > 0 if positive else value >= 0)
+    if not ok:
+        raise ValueError(f"{name}: must be a finite number {'>' if positive else '>='} 0, got {value!r}")
 
 
 def config_to_dict(cfg) -> dict:
@@ -282,12 +310,14 @@ class Distiller:
         from tqdm import tqdm
 
         cfg, o = self.config, self.config.optim
-        out = self.output_dir
-        out.mkdir(parents=True, exist_ok=True)
+        from usd_io import atomic_output, make_folder
+
+        out = make_folder(self.output_dir)
         start, log = 0, []
         if resume and (out / "checkpoint.pt").is_file():
             start, log = self._load_checkpoint(out / "checkpoint.pt")
-        (out / "config.json").write_text(json.dumps(config_to_dict(cfg), indent=2))
+        with atomic_output(out / "config.json") as tmp:
+            tmp.write_text(json.dumps(config_to_dict(cfg), indent=2))
         weights = dataclasses.asdict(cfg.weights)
         bar = tqdm(range(start, o.steps), initial=start, total=o.steps, disable=not progress, desc="distill")
         video, ran = None, 0

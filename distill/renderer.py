@@ -59,6 +59,12 @@ class RenderConfig:
     fog_distance: float = 8.0
     """Distance [body lengths] over which the checker contrast fades into the sky colour."""
 
+    def __post_init__(self):
+        for name in ("width", "height"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"RenderConfig.{name}: must be an integer >= 1 [px], got {value!r}")
+
 
 @dataclass
 class RenderResult:

@@ -103,20 +103,29 @@ def build_config(cli: DistillCLI):
         **({} if cli.guidance_scale is None else {"guidance_scale": cli.guidance_scale}),
     )
     r = cfg.render
-    r = dataclasses.replace(r, width=cli.width or r.width, height=cli.height or r.height)
+    r = dataclasses.replace(
+        r, width=r.width if cli.width is None else cli.width, height=r.height if cli.height is None else cli.height
+    )
     if cli.azimuths is not None:
         r = dataclasses.replace(r, camera=dataclasses.replace(r.camera, azimuths_deg=tuple(cli.azimuths)))
     o = dataclasses.replace(cfg.optim, seed=cli.seed, key_count=cli.key_count)
     for name in ("steps", "checkpoint_every", "preview_every"):
         if getattr(cli, name) is not None:
             o = dataclasses.replace(o, **{name: getattr(cli, name)})
-    return dataclasses.replace(
-        cfg, frames=cli.frames or cfg.frames, fps=cli.fps or cfg.fps, render=r, guidance=g, optim=o
-    )
+    frames = cfg.frames if cli.frames is None else cli.frames
+    fps = cfg.fps if cli.fps is None else cli.fps
+    return dataclasses.replace(cfg, frames=frames, fps=fps, render=r, guidance=g, optim=o)
 
 
 def main(cli: DistillCLI) -> int:
     device = ("cuda" if torch.cuda.is_available() else "cpu") if cli.device == "auto" else cli.device
+    try:
+        cfg = build_config(cli)  # every setting is checked here (ValueError naming the field)
+        if cli.threads is not None and cli.threads < 1:
+            raise ValueError(f"--threads: must be >= 1, got {cli.threads}")
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if cli.threads is not None:
         torch.set_num_threads(cli.threads)
     elif cli.guidance == "oracle" and device == "cpu":
@@ -125,7 +134,6 @@ def main(cli: DistillCLI) -> int:
         asset = load_asset(cli.asset)
         if not asset.rig.meshes:
             raise InputError(cli.asset, "meshes", "the character has no skinned mesh to render")
-        cfg = build_config(cli)
         oracle = None
         if cli.guidance == "oracle":
             if cli.oracle_clip is None:
@@ -152,7 +160,11 @@ def main(cli: DistillCLI) -> int:
             f"{m['body_length_m']:.4g} m)"
         )
     if cli.audit:
-        report = write_audit(cli.output / "audit", asset.rig, result.motion, source=f"{cli.asset} (distilled)")
+        try:
+            report = write_audit(cli.output / "audit", asset.rig, result.motion, source=f"{cli.asset} (distilled)")
+        except InputError as e:  # e.g. OUTPUT/audit is a file
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         failed = ", ".join(c.name for c in report.failed_checks)
         print(f"audit: {'failed ' + failed if failed else 'passed'} ({cli.output / 'audit' / 'report.json'})")
     return 0

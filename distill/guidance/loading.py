@@ -93,6 +93,11 @@ class GuidanceConfig:
     tiny_seed: int = 0
     """Seed of the tiny models' random weights."""
 
+    def __post_init__(self):
+        g = self.guidance_scale
+        if not (isinstance(g, (int, float)) and g == g and abs(g) != float("inf")):
+            raise ValueError(f"GuidanceConfig.guidance_scale: must be a finite number, got {g!r}")
+
 
 def _device(name: str) -> torch.device:
     if name == "auto":

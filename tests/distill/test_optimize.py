@@ -140,3 +140,23 @@ def test_pose_prior_hook_is_called_and_weighted(tmp_path, make_chain, make_motio
     assert calls[0] == ((5, rig.joint_count, 4), (5, rig.joint_count, 7)) and len(calls) == 3
     assert all(r["pose_prior"] > 0 for r in result.log)
     assert (d.trajectory.translation.detach()[:, 2] > z0).all(), "the prior alone lifts the root towards z = 1"
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: OptimConfig(steps=0), r"OptimConfig.steps: must be an integer >= 1, got 0"),
+        (lambda: OptimConfig(checkpoint_every=0), r"OptimConfig.checkpoint_every"),  # was a ZeroDivisionError
+        (lambda: OptimConfig(key_count=1), r"OptimConfig.key_count: must be an integer >= 2"),
+        (lambda: OptimConfig(lr_rotation=float("nan")), r"OptimConfig.lr_rotation: must be a finite number > 0"),
+        (lambda: DistillConfig(frames=-3), r"DistillConfig.frames: must be an integer >= 1, got -3"),
+        (lambda: DistillConfig(fps=0.0), r"DistillConfig.fps: must be a finite number > 0"),
+        (lambda: RenderConfig(width=-32), r"RenderConfig.width: must be an integer >= 1"),
+        (lambda: CameraConfig(azimuths_deg=()), r"CameraConfig.azimuths_deg: need one or more finite angles"),
+        (lambda: CameraConfig(azimuths_deg=(float("nan"),)), r"CameraConfig.azimuths_deg"),
+        (lambda: GuidanceConfig(guidance_scale=float("nan")), r"GuidanceConfig.guidance_scale: must be a finite"),
+    ],
+)
+def test_bad_settings_are_named_on_construction(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()

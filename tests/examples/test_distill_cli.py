@@ -129,3 +129,28 @@ def test_bad_input_exits_with_status_2(tmp_path, assets_dir, capsys, asset, extr
     assert example.main(cli) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "bad" / "motion.usda").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"steps": 0}, "OptimConfig.steps: must be an integer >= 1, got 0"),  # ran zero steps
+        ({"frames": 0}, "DistillConfig.frames: must be an integer >= 1, got 0"),  # silently took the preset's
+        ({"fps": 0.0}, "DistillConfig.fps: must be a finite number > 0"),  # silently took the preset's
+        ({"checkpoint_every": 0}, "OptimConfig.checkpoint_every"),  # ZeroDivisionError traceback
+        ({"azimuths": ()}, "CameraConfig.azimuths_deg"),  # reshape error deep in the renderer
+        ({"threads": 0}, "--threads: must be >= 1"),  # torch RuntimeError traceback
+        ({"output_under_a_file": True}, "is a file"),  # FileExistsError traceback
+    ],
+)
+def test_bad_settings_exit_with_status_2(tmp_path, capsys, extra, message):
+    example = _example_module()
+    output = tmp_path / "bad"
+    if extra.pop("output_under_a_file", False):
+        (tmp_path / "afile").write_text("")
+        output = tmp_path / "afile" / "run"
+    cli = example.DistillCLI(asset="procedural:quadruped", output=output, quiet=True, audit=False, **extra)
+    assert example.main(cli) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip() and "CUDA driver" not in line]
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
+    assert not (tmp_path / "bad").exists()
