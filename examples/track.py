@@ -38,7 +38,7 @@ from sim.physics import (
     tracking_metrics,
 )
 from sim.physics.preview import render_preview
-from usd_io import InputError, load_asset, write_usdskel
+from usd_io import InputError, load_asset, make_folder, write_usdskel
 from usd_io.physics_usd import write_physics_stage
 
 
@@ -106,6 +106,7 @@ def main(cfg: TrackConfig) -> int:
             asset.rig, clip, cfg.reference, loops=cfg.loops, target_height_m=cfg.target_height_m,
             ground_height_m=cfg.tracking.contact.ground_height_m,
         )  # fmt: skip
+        make_folder(cfg.output)  # the inputs are good: fail on the output before a long simulation, not after it
     except (InputError, RigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -146,7 +147,6 @@ def main(cfg: TrackConfig) -> int:
         info=result.info,
     )
     out = cfg.output
-    out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2, default=_json_default) + "\n")
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=_json_default) + "\n")
     write_physics_stage(

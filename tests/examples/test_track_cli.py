@@ -104,6 +104,9 @@ def test_bad_input_exits_2(tmp_path):
     assert "missing.glb" in proc.stderr and not (tmp_path / "x").exists()
     proc = run("--motion", "procedural:quadruped-walk", "--clip", "nope", "--output", str(tmp_path / "y"))
     assert proc.returncode == 2 and "nope" in proc.stderr
+    (tmp_path / "afile").write_text("")
+    proc = run("--output", str(tmp_path / "afile" / "out"))
+    assert proc.returncode == 2 and "afile is a file" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_blowup_exits_1_and_claims_no_success(tmp_path):
