@@ -61,7 +61,7 @@ def audit_asset(
     Raises:
         InputError: no such clip, or the asset has none.
     """
-    cfg = config or AuditConfig()
+    cfg = (config or AuditConfig()).check()
     motion = _clip(asset, clip)
     if limits is None:
         rotations = [m.rotations for m in asset.clips.values()]

@@ -26,6 +26,7 @@ and the right thumb/wrist swing 45-73 deg beyond their robust range for a few fr
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..contact_metrics import ContactConfig
@@ -66,3 +67,24 @@ class AuditConfig:
     """Change of a bone's length (x size) that fails (root-motion bones above the hips are exempt)."""
     max_parts: int = 5
     """Body parts named per failing check, most severe first."""
+
+    def check(self) -> AuditConfig:
+        """Returns the config; raises ValueError naming the first threshold that is not a usable number.
+
+        A NaN threshold would otherwise pass every check (no comparison with NaN is true).
+        """
+        positive = ("joint_contact_height_rel", "penetration_rel", "penetration_hard_rel", "slide_rel",
+                    "self_intersection_length_rel", "jerk_rel", "jitter_fps", "bone_drift_rel")  # fmt: skip
+        for name in positive:
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"AuditConfig.{name}: must be a positive finite number, got {value}")
+        for name in ("min_event_s", "limit_margin_deg"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"AuditConfig.{name}: must be a finite number >= 0, got {value}")
+        if not (0.0 <= self.limit_quantile < 0.5):
+            raise ValueError(f"AuditConfig.limit_quantile: must be in [0, 0.5), got {self.limit_quantile}")
+        if self.max_parts < 1:
+            raise ValueError(f"AuditConfig.max_parts: must be >= 1, got {self.max_parts}")
+        return self

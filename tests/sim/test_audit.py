@@ -127,3 +127,16 @@ def test_import_sim_audit_does_not_load_matplotlib():
     code = "import sys, sim, sim.audit; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("penetration_rel", float("nan")), ("slide_rel", 0.0), ("jerk_rel", float("inf")), ("limit_quantile", 0.5),
+     ("min_event_s", -1.0), ("max_parts", 0)],
+)  # fmt: skip
+def test_unusable_threshold_is_refused(biped, field, value):
+    # a NaN threshold used to pass every check silently (no comparison with NaN is true)
+    rig, walk = biped
+    cfg = AuditConfig(**{field: value})
+    with pytest.raises(ValueError, match=rf"AuditConfig\.{field}: must be"):
+        audit_motion(rig, walk, cfg)
