@@ -100,6 +100,8 @@ def _feasibility_note(character, ref, cfg: TrackConfig) -> str | None:
 
 def main(cfg: TrackConfig) -> int:
     try:
+        for part in (cfg.reference, cfg.character, cfg.tracking, cfg.projection):
+            part.check()  # a bad setting fails here, in one line, before any work
         asset = load_asset(cfg.motion)
         clip = asset.clip(cfg.clip)
         prepared = prepare_reference(

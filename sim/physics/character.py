@@ -348,7 +348,7 @@ def build_character(rig: Rig, motion: Motion | None = None, cfg: CharacterConfig
     Raises:
         RigError: the motion does not fit the rig, or nothing to build colliders from.
     """
-    cfg = cfg or CharacterConfig()
+    cfg = (cfg or CharacterConfig()).check()
     notes: list[str] = []
     height = rig.height()
     if motion is not None:

@@ -6,6 +6,8 @@ Every number that shapes a result lives in one of these dataclasses; tyro turns 
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -21,6 +23,30 @@ __all__ = [
 
 SolverName = Literal["steel", "featherstone", "xpbd"]
 RootMotionMode = Literal["auto", "keep", "from_contacts"]
+
+
+def _check_fields(
+    obj, positive=(), nonnegative=(), fractions=(), at_least_one=(), at_least_two=()
+) -> None:  # fmt: skip
+    """Raises ValueError naming ``Class.field`` for a non-finite number or one outside its range (None is allowed
+    for optional fields). ``fractions`` lie in [0, 1]."""
+    cls = type(obj).__name__
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"{cls}.{f.name}: must be a finite number, got {v}")
+    rules = (
+        (positive, lambda v: v > 0, "> 0"),
+        (nonnegative, lambda v: v >= 0, ">= 0"),
+        (fractions, lambda v: 0 <= v <= 1, "in [0, 1]"),
+        (at_least_one, lambda v: v >= 1, ">= 1"),
+        (at_least_two, lambda v: v >= 2, ">= 2"),
+    )
+    for names, ok, text in rules:
+        for name in names:
+            v = getattr(obj, name)
+            if v is not None and not ok(v):
+                raise ValueError(f"{cls}.{name}: must be {text}, got {v}")
 
 
 @dataclass
@@ -93,6 +119,28 @@ class CharacterConfig:
     """Do not collide body pairs whose capsules already overlap in the reference pose (they would push apart
     from the first step)."""
 
+    def check(self) -> CharacterConfig:
+        """Returns the config; raises ValueError naming the first field out of range."""
+        _check_fields(
+            self,
+            positive=("target_height_m", "total_mass_kg", "density_kg_m3", "tail_density_scale",
+                      "collider_radius_quantile", "contact_collider_radius_quantile", "min_radius_fraction",
+                      "meshless_radius_fraction", "stiffness_hz"),
+            nonnegative=("joint_limit_margin_deg", "min_joint_half_range_deg", "damping_ratio", "armature_fraction"),
+            fractions=("min_body_vertex_fraction", "min_body_size_fraction", "collider_weight_threshold",
+                       "collider_radius_quantile", "contact_collider_radius_quantile", "contact_height_fraction",
+                       "contact_frame_fraction"),
+        )  # fmt: skip
+        for name, scale in self.density_scale.items():
+            if not (math.isfinite(scale) and scale > 0):
+                raise ValueError(f"CharacterConfig.density_scale[{name!r}]: must be a positive number, got {scale}")
+        for name, (lo, hi) in self.joint_limits_deg.items():
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+                raise ValueError(
+                    f"CharacterConfig.joint_limits_deg[{name!r}]: need finite lower < upper, got {(lo, hi)}"
+                )
+        return self
+
 
 @dataclass
 class ContactConfig:
@@ -111,6 +159,13 @@ class ContactConfig:
     close faster than the detection gap per step are still caught before they pass through each other."""
     penalty_stiffness_per_kg: float = 4.0e3
     """Penalty solvers only (Featherstone, XPBD ignores it): contact stiffness per kg of character mass [N/m/kg]."""
+
+    def check(self) -> ContactConfig:
+        """Returns the config; raises ValueError naming the first field out of range."""
+        _check_fields(self, positive=("penalty_stiffness_per_kg",),
+                      nonnegative=("friction", "contact_gap_fraction", "speculative_gap_fraction"),
+                      fractions=("restitution",))  # fmt: skip
+        return self
 
 
 @dataclass
@@ -134,6 +189,11 @@ class SolverConfig:
     """Warp device of the simulation: ``cpu`` (default; one core, no GPU needed) or ``cuda`` / ``cuda:N``, where the
     projection's parallel rollout worlds run side by side on the GPU. Targets in, states out stay NumPy either way."""
 
+    def check(self) -> SolverConfig:
+        """Returns the config; raises ValueError naming the first field out of range."""
+        _check_fields(self, positive=("max_dt_s",), at_least_one=("iterations", "constraint_capacity"))
+        return self
+
 
 @dataclass
 class RootAssistConfig:
@@ -154,6 +214,12 @@ class RootAssistConfig:
     max_force_body_weights: float = 0.5
     """Clamp of the force magnitude in units of the character's weight (total mass x g)."""
 
+    def check(self) -> RootAssistConfig:
+        """Returns the config; raises ValueError naming the first field out of range."""
+        _check_fields(self, positive=("position_hz", "rotation_hz"),
+                      nonnegative=("damping_ratio", "max_force_body_weights"))  # fmt: skip
+        return self
+
 
 @dataclass
 class TrackingConfig:
@@ -172,6 +238,16 @@ class TrackingConfig:
     """Blow-up: a body moves faster than this many character heights per second (runaway energy)."""
     blowup_distance_heights: float = 10.0
     """Blow-up: a body is farther than this many character heights from its reference position."""
+
+    def check(self) -> TrackingConfig:
+        """Returns the config (and its solver, contact and root-assist parts); raises ValueError naming the first
+        field out of range."""
+        self.solver.check()
+        self.contact.check()
+        self.root_assist.check()
+        _check_fields(self, positive=("fall_tilt_deg", "blowup_speed_heights_per_s", "blowup_distance_heights"),
+                      fractions=("fall_height_fraction",))  # fmt: skip
+        return self
 
 
 @dataclass
@@ -227,6 +303,18 @@ class ProjectionConfig:
     seed: int = 0
     """Random seed (the projection is deterministic for a given seed)."""
 
+    def check(self) -> ProjectionConfig:
+        """Returns the config; raises ValueError naming the first field out of range."""
+        _check_fields(
+            self,
+            positive=("sigma_decay", "temperature", "pass_sigma_decay"),
+            nonnegative=("sigma_deg", "max_offset_deg", "ilc_passes", "position_weight", "root_weight",
+                         "rotation_weight", "velocity_weight", "skate_weight", "offset_weight"),
+            at_least_one=("window_frames", "commit_frames", "knot_interval_frames", "iterations", "passes"),
+            at_least_two=("samples",),
+        )  # fmt: skip
+        return self
+
 
 @dataclass
 class ReferenceConfig:
@@ -249,3 +337,9 @@ class ReferenceConfig:
     a clip that hovers or sinks between keys becomes one whose support really touches the ground."""
     fps: float | None = None
     """Resample to this frame rate [1/s]; None uses the clip's nominal rate (keyframed clips are resampled)."""
+
+    def check(self) -> ReferenceConfig:
+        """Returns the config; raises ValueError naming the first field out of range."""
+        _check_fields(self, positive=("fps",),
+                      nonnegative=("root_velocity_smoothing_s", "centroid_velocity_smoothing_s"))  # fmt: skip
+        return self

@@ -239,8 +239,8 @@ def project(
     """
     from .newton_model import CharacterSimulation
 
-    tracking = tracking or TrackingConfig()
-    cfg = cfg or ProjectionConfig()
+    tracking = (tracking or TrackingConfig()).check()
+    cfg = (cfg or ProjectionConfig()).check()
     t_start = time.perf_counter()
     ref = reference if isinstance(reference, ReferenceTrajectory) else reference_trajectory(character, reference)
     F, C = ref.frame_count, character.dof_count

@@ -321,7 +321,7 @@ def prepare_reference(
         target_height_m: when given, the scale that makes the rig this tall (Z extent of its bind pose) [m].
         ground_height_m: the ground plane's height [m].
     """
-    cfg = cfg or ReferenceConfig()
+    cfg = (cfg or ReferenceConfig()).check()
     motion.check_rig(rig)
     scale = 1.0
     if target_height_m is not None:

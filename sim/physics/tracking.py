@@ -268,7 +268,7 @@ def track(
     """
     from .newton_model import CharacterSimulation
 
-    cfg = cfg or TrackingConfig()
+    cfg = (cfg or TrackingConfig()).check()
     ref = reference if isinstance(reference, ReferenceTrajectory) else reference_trajectory(character, reference)
     F = ref.frame_count
     coords = ref.coords if target_coords is None else np.asarray(target_coords, dtype=np.float64)

@@ -82,6 +82,31 @@ def test_bodies_merge_leaf_bones_and_mass_from_density():
     assert set(ch.adjacent_pairs()) <= set(ch.collision_filter_pairs)
 
 
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: CharacterConfig(stiffness_hz=float("nan")), r"CharacterConfig\.stiffness_hz: must be a finite"),
+        (lambda: CharacterConfig(total_mass_kg=-3.0), r"CharacterConfig\.total_mass_kg: must be > 0"),
+        (lambda: CharacterConfig(collider_weight_threshold=1.5), r"collider_weight_threshold: must be in \[0, 1\]"),
+        (lambda: CharacterConfig(density_scale={"ear": 0.0}), r"density_scale\['ear'\]: must be a positive"),
+        (lambda: CharacterConfig(joint_limits_deg={"neck": (10.0, -10.0)}), r"joint_limits_deg\['neck'\]"),
+    ],
+)
+def test_character_config_refuses_unusable_numbers(make, message):
+    # NaN gains used to build a character whose first simulated frame blew up
+    with pytest.raises(ValueError, match=message):
+        build_character(table_quadruped(), cfg=make())
+
+
+def test_reference_config_refuses_unusable_numbers():
+    rig = table_quadruped()
+    motion = hold(rig, 4)
+    with pytest.raises(ValueError, match=r"ReferenceConfig\.fps: must be > 0"):
+        prepare_reference(rig, motion, ReferenceConfig(fps=0.0))  # used to fall back to the clip's rate silently
+    with pytest.raises(ValueError, match=r"ReferenceConfig\.centroid_velocity_smoothing_s: must be >= 0"):
+        prepare_reference(rig, motion, ReferenceConfig(centroid_velocity_smoothing_s=-1.0))
+
+
 def test_gains_scale_with_size():
     """One config serves any size: at scale s with equal density, inertias (and so gains) grow as s^5."""
     small = build_character(table_quadruped(0.5))

@@ -14,7 +14,9 @@ from physics_rigs import hold, table_quadruped, tuning_fork
 import sim
 from sim.physics import (
     CharacterConfig,
+    ContactConfig,
     ProjectionConfig,
+    SolverConfig,
     TrackingConfig,
     build_character,
     contact_summary,
@@ -127,6 +129,26 @@ def test_blowup_is_detected_with_its_frame(table):
     assert "runaway energy" in detect_blowup(table, pos, fast, pos, cfg)
     assert "runaway" in detect_blowup(table, pos + np.array([50.0, 0, 0]), np.zeros_like(pos), pos, cfg)
     assert detect_blowup(table, pos, np.zeros_like(pos), pos, cfg) is None
+
+
+@pytest.mark.parametrize(
+    ("tracking", "projection", "message"),
+    [
+        (TrackingConfig(solver=SolverConfig(max_dt_s=0.0)), None, r"SolverConfig\.max_dt_s: must be > 0"),
+        (TrackingConfig(contact=ContactConfig(friction=-1.0)), None, r"ContactConfig\.friction: must be >= 0"),
+        (TrackingConfig(fall_height_fraction=float("nan")), None, r"TrackingConfig\.fall_height_fraction: must be a"),
+        (None, ProjectionConfig(samples=1), r"ProjectionConfig\.samples: must be >= 2"),
+        (None, ProjectionConfig(temperature=float("nan")), r"ProjectionConfig\.temperature: must be a finite"),
+    ],
+)
+def test_unusable_settings_are_refused_before_simulating(table, tracking, projection, message):
+    # max_dt_s 0 divided by zero, friction -1 and NaN temperatures ran silently, samples 1 became 2 silently
+    motion = _walkish(table.rig)
+    with pytest.raises(ValueError, match=message):
+        if projection is None:
+            track(table, motion, tracking)
+        else:
+            project(table, motion, None, projection)
 
 
 def test_root_assist_is_off_by_default_and_reports_its_force(table):
