@@ -252,9 +252,21 @@ def run_evaluate(cfg: Evaluate) -> str:
     metrics["seconds"] = time.perf_counter() - t0
     with atomic_output(cfg.output / "metrics.json") as tmp:
         tmp.write_text(json.dumps(metrics, indent=2, default=str))
-    lines = [f"{name}: validity {m['sample_validity']['valid']:.3f}, precision {m['prdc']['precision']:.3f}, "
-             f"coverage {m['prdc']['coverage']:.3f}" for name, m in metrics["heldout"].items()]  # fmt: skip
-    return f"wrote {cfg.output / 'metrics.json'}; " + "; ".join(lines)
+    return f"wrote {cfg.output / 'metrics.json'}; " + "; ".join(
+        _heldout_summary(n, m) for n, m in metrics["heldout"].items()
+    )
+
+
+def _heldout_summary(skeleton: str, m: dict) -> str:
+    """One held-out skeleton's headline figures, named by its held-out clips (the key is the skeleton's name, which
+    is the first file that brought it, e.g. a training clip)."""
+    clips = ", ".join(c.rpartition("#")[2] or c for c in m.get("clips", [])) or skeleton
+    text = (f"{clips} ({skeleton} skeleton): validity {m['sample_validity']['valid']:.3f}, "
+            f"precision {m['prdc']['precision']:.3f}, coverage {m['prdc']['coverage']:.3f}")  # fmt: skip
+    ceiling = m.get("prdc_training_data")
+    if ceiling:
+        text += f" (training poses alone: {ceiling['precision']:.3f} / {ceiling['coverage']:.3f})"
+    return text
 
 
 def main(cfg) -> int:

@@ -158,3 +158,17 @@ def test_bad_settings_give_one_line_and_status_2(checkpoint, tmp_path, capsys):
     finally:
         torch.set_num_threads(threads)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # nothing written by a rejected run
+
+
+def test_evaluate_summary_names_the_heldout_clip_not_the_skeleton_source():
+    # the held-out CMU skeleton is keyed by the file that brought it (131_01, a training clip): the summary line
+    # must say which clip was held out, and show the training data's own PRDC next to the model's
+    m = {
+        "clips": ["../shared/assets/bvh/131_02.bvh#131_02"],
+        "sample_validity": {"valid": 1.0},
+        "prdc": {"precision": 0.298, "coverage": 0.286},
+        "prdc_training_data": {"precision": 0.386, "coverage": 0.274},
+    }
+    line = _example_module()._heldout_summary("131_01", m)
+    assert line.startswith("131_02 (131_01 skeleton): validity 1.000, precision 0.298, coverage 0.286")
+    assert line.endswith("(training poses alone: 0.386 / 0.274)")
