@@ -27,7 +27,8 @@ rest direction onto its source bone's (carried by ``A``):
   vectors ``log d`` (by equal fractions of the chain, so equal lengths copy ``d`` one to one);
 * every other joint (e.g. CMU ``LHipJoint``, ``lhand``, fingers) keeps its rest rotation (``d = I``).
 
-Root translation is scaled by the ratio of the hip heights and turned into the target's axes (poses ignore it).
+The root's displacement from its rest position is scaled by the ratio of the pelvis heights and turned into the
+target's axes (poses ignore it).
 On the same skeleton the transfer reproduces the local rotations exactly (``A``, ``C_j`` and ``P`` are
 identities).
 """
@@ -288,9 +289,11 @@ def _chain_weights(n_source: int, n_target: int) -> np.ndarray:
     return w
 
 
-def _hip_height(rig: Rig) -> float:
+def _hip_height(rig: Rig, pelvis: int) -> float:
+    """Rest height of the pelvis joint above the rig's lowest joint [m] (not of joint 0: a rig may be rooted on
+    the ground below its hips)."""
     pos, _ = rig.rest_world_transforms()
-    return float(max(pos[0, 2] - pos[:, 2].min(), 1e-9))
+    return float(max(pos[pelvis, 2] - pos[:, 2].min(), 1e-9))
 
 
 def retarget_motion(
@@ -388,6 +391,7 @@ def retarget_motion(
             local_t[:, j] = target.rest_rotations[j]
         world_t[:, j] = local_t[:, j] if p < 0 else quat_multiply(world_t[:, p], local_t[:, j])
 
-    k = _hip_height(target) / _hip_height(source)
-    root = k * motion.root_translations @ axis_map.T
+    # the root's displacement from its rest position, scaled by the hip heights and turned into the target's axes
+    k = _hip_height(target, tm.pelvis) / _hip_height(source, sm.pelvis)
+    root = target.rest_translations[0] + k * (motion.root_translations - source.rest_translations[0]) @ axis_map.T
     return Motion(motion.fps, root, quat_normalize(local_t), times=motion.times, name=name or motion.name)

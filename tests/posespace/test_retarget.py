@@ -13,6 +13,8 @@ from sim import characters
 EXACT = 1e-12
 """Same skeleton: quaternion products only (float64 round-off)."""
 DIRECTION_TOL = 1e-9
+TRAVEL_RTOL = 0.05
+"""Root travel after retargeting between two rigs whose hip heights differ by a few percent."""
 """Aligned bones point exactly the source's way (unit vectors)."""
 FLEX_DEG = 10.0
 """Frames with a knee flexion above this [deg] count as bent."""
@@ -188,3 +190,26 @@ def test_malformed_gait_specs_name_the_spec(spec, message):
 def test_gaits_retargeted_onto_a_non_humanoid_name_the_spec():
     with pytest.raises(sim.RigError, match=r"^gaits:biped\*1@procedural:quadruped: .*no humanoid correspondence"):
         load_clips("gaits:biped*1@procedural:quadruped")
+
+
+def test_root_travel_on_a_ground_rooted_rig(biped):
+    # a rig rooted on the ground below its hips: the hip height is the pelvis', and the root's displacement (not
+    # its absolute position) is transferred (the root used to be scaled by ~1e-9 one way and ~1e9 the other)
+    rig, clips = biped
+    walk = clips["walk"]
+    names = ["Root", *rig.joint_names]
+    parents = np.concatenate([[-1], np.where(rig.parents < 0, 0, rig.parents + 1)])
+    ground = sim.Rig(names, parents, np.vstack([[0.0, 0.0, 0.0], rig.rest_translations]),
+                     np.vstack([[0.0, 0.0, 0.0, 1.0], rig.rest_rotations]), name="ground_rooted")  # fmt: skip
+    assert ground.joint_names[humanoid_map(ground).pelvis] == "pelvis"
+    travel = walk.root_translations[-1] - walk.root_translations[0]
+    assert np.linalg.norm(travel) > 1.0  # the walk goes somewhere
+    out = retarget_motion(rig, walk, ground)
+    np.testing.assert_allclose(out.root_translations[-1] - out.root_translations[0], travel,
+                               rtol=TRAVEL_RTOL, atol=TRAVEL_RTOL * np.linalg.norm(travel))  # fmt: skip
+    # and back: the ground root travelling with the pelvis carries the walk's travel to the biped
+    rot = np.concatenate([np.tile([0.0, 0.0, 0.0, 1.0], (walk.frame_count, 1, 1)), walk.rotations], axis=1)
+    moving = sim.Motion(walk.fps, walk.root_translations - rig.rest_translations[0], rot, times=walk.times)
+    back = retarget_motion(ground, moving, rig)
+    np.testing.assert_allclose(back.root_translations[-1] - back.root_translations[0], travel,
+                               rtol=TRAVEL_RTOL, atol=TRAVEL_RTOL * np.linalg.norm(travel))  # fmt: skip
