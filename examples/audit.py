@@ -44,6 +44,11 @@ def main(cfg: AuditCliConfig) -> int:
             return 2
         options["meters_per_unit"] = cfg.meters_per_unit
     try:
+        cfg.audit.check()  # a bad threshold is a settings error, reported before loading anything
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
         asset = load_asset(cfg.input, **options)
         report = audit_asset(asset, cfg.clip, cfg.audit)
     except (InputError, RigError) as e:

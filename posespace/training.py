@@ -62,7 +62,7 @@ class TrainConfig:
     weight_decay: float = 1e-4
     """AdamW weight decay."""
     grad_clip: float = 1.0
-    """Gradient norm clip."""
+    """Gradient norm clip (0: no clipping)."""
     ema: float = 0.999
     """EMA decay of the weights written to checkpoints."""
     validator_weight: float = 0.05
@@ -101,7 +101,7 @@ class TrainConfig:
                 raise ValueError(f"TrainConfig.{name}: must be an integer >= {low}, got {value!r}")
         if self.threads is not None and not (isinstance(self.threads, int) and self.threads >= 0):
             raise ValueError(f"TrainConfig.threads: must be None or an integer >= 0, got {self.threads!r}")
-        for name, positive in (("fps", True), ("lr", True), ("grad_clip", True), ("weight_decay", False),
+        for name, positive in (("fps", True), ("lr", True), ("grad_clip", False), ("weight_decay", False),
                                ("validator_weight", False)):  # fmt: skip
             value = getattr(self, name)
             numeric = isinstance(value, (int, float)) and math.isfinite(value)

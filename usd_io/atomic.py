@@ -27,7 +27,11 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
             ``with`` block propagate unchanged.
     """
     path = Path(path)
-    if path.is_dir():
+    try:
+        is_folder = path.is_dir()
+    except OSError as e:  # a parent that cannot be entered (Path.is_dir re-raises EACCES)
+        raise InputError(path, "output", f"cannot reach it ({_reason(e)})") from e
+    if is_folder:
         raise InputError(path, "output", "is a folder, not a file")
     make_folder(path.parent)
     try:
@@ -58,11 +62,14 @@ def make_folder(path: str | Path) -> Path:
             message names the folder and the reason.
     """
     path = Path(path)
-    if path.is_dir():
-        return path
-    for parent in [path, *path.parents]:
-        if parent.exists() and not parent.is_dir():
-            raise InputError(path, "output", f"cannot create the folder: {parent} is a file")
+    try:
+        if path.is_dir():
+            return path
+        for parent in [path, *path.parents]:
+            if parent.exists() and not parent.is_dir():
+                raise InputError(path, "output", f"cannot create the folder: {parent} is a file")
+    except OSError as e:  # a parent that cannot be entered (Path.is_dir/exists re-raise EACCES)
+        raise InputError(path, "output", f"cannot reach the folder ({_reason(e)})") from e
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -81,7 +81,7 @@ class ContactPoints:
 
 def contact_points(rig: Rig, motion: Motion, config: AuditConfig | None = None, device: str | None = None):
     """Skins ``motion`` (or poses it, for rigs without a mesh) and returns the points the checks use."""
-    cfg = config or AuditConfig()
+    cfg = (config or AuditConfig()).check()
     motion.check_rig(rig)
     joints, _ = pose_motion(rig, motion, device)
     mesh = rig.merged_mesh() if rig.meshes and sum(len(m.triangles) for m in rig.meshes) else None

@@ -26,6 +26,7 @@ and the right thumb/wrist swing 45-73 deg beyond their robust range for a few fr
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -87,4 +88,15 @@ class AuditConfig:
             raise ValueError(f"AuditConfig.limit_quantile: must be in [0, 0.5), got {self.limit_quantile}")
         if self.max_parts < 1:
             raise ValueError(f"AuditConfig.max_parts: must be >= 1, got {self.max_parts}")
+        # the nested configs: a NaN ground height hid penetration; every number must be finite
+        for part in ("contact", "self_intersection"):
+            sub = getattr(self, part)
+            for f in dataclasses.fields(sub):
+                value = getattr(sub, f.name)
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise ValueError(f"AuditConfig.{part}.{f.name}: must be a finite number, got {value}")
+        c = self.contact
+        for name in ("contact_height_rel", "skate_speed_rel"):
+            if not getattr(c, name) > 0:
+                raise ValueError(f"AuditConfig.contact.{name}: must be > 0, got {getattr(c, name)}")
         return self

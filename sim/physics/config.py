@@ -135,9 +135,9 @@ class CharacterConfig:
             if not (math.isfinite(scale) and scale > 0):
                 raise ValueError(f"CharacterConfig.density_scale[{name!r}]: must be a positive number, got {scale}")
         for name, (lo, hi) in self.joint_limits_deg.items():
-            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
                 raise ValueError(
-                    f"CharacterConfig.joint_limits_deg[{name!r}]: need finite lower < upper, got {(lo, hi)}"
+                    f"CharacterConfig.joint_limits_deg[{name!r}]: need finite lower <= upper, got {(lo, hi)}"
                 )
         return self
 

@@ -325,8 +325,8 @@ def prepare_reference(
     motion.check_rig(rig)
     scale = 1.0
     if target_height_m is not None:
-        if target_height_m <= 0:
-            raise ValueError(f"target_height_m must be positive, got {target_height_m}")
+        if not (np.isfinite(target_height_m) and target_height_m > 0):
+            raise ValueError(f"target_height_m: must be a positive finite number, got {target_height_m}")
         scale = float(target_height_m) / rig.height()
         rig, motion = scale_rig(rig, scale), scale_motion(motion, scale)
     motion = loop_motion(motion, loops)

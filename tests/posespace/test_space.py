@@ -257,3 +257,5 @@ def test_train_config_is_checked_before_anything_is_written(tmp_path, make_stick
         with pytest.raises(ValueError, match=message):
             train(cfg, ps)
         assert not out.exists()  # nothing written for a rejected run
+    # 0 is meaningful for these: no gradient clipping, no weight decay
+    TrainConfig(output=tmp_path / "ok", grad_clip=0.0, weight_decay=0.0).check()

@@ -105,6 +105,9 @@ def test_reference_config_refuses_unusable_numbers():
         prepare_reference(rig, motion, ReferenceConfig(fps=0.0))  # used to fall back to the clip's rate silently
     with pytest.raises(ValueError, match=r"ReferenceConfig\.centroid_velocity_smoothing_s: must be >= 0"):
         prepare_reference(rig, motion, ReferenceConfig(centroid_velocity_smoothing_s=-1.0))
+    with pytest.raises(ValueError, match=r"target_height_m: must be a positive finite number, got nan"):
+        prepare_reference(rig, motion, target_height_m=float("nan"))
+    CharacterConfig(joint_limits_deg={"neck": (0.0, 0.0)}).check()  # equal limits lock a joint: allowed
 
 
 def test_gains_scale_with_size():

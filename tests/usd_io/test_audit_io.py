@@ -9,6 +9,8 @@ import pytest
 from audit_cases import limb_through_body, sliding, sunk
 
 import usd_io
+from sim.audit import AuditConfig
+from sim.contact_metrics import ContactConfig
 from usd_io import (
     AUDIT_FILES,
     assert_ground_contact,
@@ -75,6 +77,11 @@ def test_assert_no_foot_skate(biped):
     assert_no_foot_skate((rig, walk))
     with pytest.raises(AssertionError, match=r"(left|right)_(foot|toes)' slides .* over frames \d+-\d+"):
         assert_no_foot_skate((rig, sliding(walk, 20, 45, 0.8)))
+    # a NaN threshold is refused, not passed (the helpers skipped the config check)
+    with pytest.raises(ValueError, match=r"AuditConfig\.slide_rel: must be a positive finite number"):
+        assert_no_foot_skate((rig, walk), config=AuditConfig(slide_rel=float("nan")))
+    with pytest.raises(ValueError, match=r"AuditConfig\.contact\.ground_height: must be a finite number"):
+        assert_ground_contact((rig, walk), config=AuditConfig(contact=ContactConfig(ground_height=float("nan"))))
 
 
 def test_assert_no_self_intersection(biped):

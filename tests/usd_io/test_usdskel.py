@@ -578,3 +578,24 @@ def test_atomic_output_names_an_unwritable_path(tmp_path, rig, clips):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "stage.usda"]
     assert list(folder.iterdir()) == [] and blocker.read_text() == "not a folder"
     assert make_folder(tmp_path / "a" / "b") == tmp_path / "a" / "b" and (tmp_path / "a" / "b").is_dir()
+
+
+def test_output_under_an_unreachable_folder_is_an_input_error(tmp_path, monkeypatch):
+    # Path.is_dir/exists re-raise EACCES for a parent without execute permission (simulated: tests may run as root)
+    from pathlib import Path
+
+    from usd_io import InputError, atomic_output, make_folder
+
+    real_is_dir = Path.is_dir
+
+    def is_dir(self):
+        if "locked" in self.parts:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_is_dir(self)
+
+    monkeypatch.setattr(Path, "is_dir", is_dir)
+    with pytest.raises(InputError, match=r"locked/a: output: cannot reach the folder \(Permission denied\)"):
+        make_folder(tmp_path / "locked" / "a")
+    with pytest.raises(InputError, match=r"locked/x\.json: output: cannot reach it \(Permission denied\)"):
+        with atomic_output(tmp_path / "locked" / "x.json"):
+            pass
