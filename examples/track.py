@@ -38,7 +38,7 @@ from sim.physics import (
     tracking_metrics,
 )
 from sim.physics.preview import render_preview
-from usd_io import InputError, load_asset, make_folder, write_usdskel
+from usd_io import InputError, atomic_output, load_asset, make_folder, write_usdskel
 from usd_io.physics_usd import write_physics_stage
 
 
@@ -79,6 +79,12 @@ INFEASIBLE_ZMP_EXCESS_HEIGHTS = 0.2
 polygon asks for ground forces no joint-driven character gets (the Fox Walk: 0.07, the Fox Run: 0.55)."""
 
 
+def _write_json(path: Path, data) -> None:
+    """Writes ``data`` as indented JSON atomically (temporary file, then rename)."""
+    with atomic_output(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2, default=_json_default) + "\n")
+
+
 def _feasibility_note(character, ref, cfg: TrackConfig) -> str | None:
     """A warning line when the reference is far from centroidally feasible (expect a large body error)."""
     if ref.frame_count < 3:
@@ -108,6 +114,7 @@ def main(cfg: TrackConfig) -> int:
             asset.rig, clip, cfg.reference, loops=cfg.loops, target_height_m=cfg.target_height_m,
             ground_height_m=cfg.tracking.contact.ground_height_m,
         )  # fmt: skip
+        character = build_character(prepared.rig, prepared.motion, cfg.character)  # e.g. an unknown joint name
         make_folder(cfg.output)  # the inputs are good: fail on the output before a long simulation, not after it
     except (InputError, RigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -118,7 +125,6 @@ def main(cfg: TrackConfig) -> int:
     rig = prepared.rig
     if rig.height() > 3.0 and cfg.target_height_m is None:
         print(f"warning: {rig.name!r} is {rig.height():.3g} m tall; pass --target-height-m for a real size")
-    character = build_character(rig, prepared.motion, cfg.character)
     ref = reference_trajectory(character, prepared.motion)
     root_motion = "added" if prepared.root_motion_added else "kept"
     print(
@@ -149,8 +155,8 @@ def main(cfg: TrackConfig) -> int:
         info=result.info,
     )
     out = cfg.output
-    (out / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2, default=_json_default) + "\n")
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=_json_default) + "\n")
+    _write_json(out / "config.json", dataclasses.asdict(cfg))
+    _write_json(out / "metrics.json", metrics)
     write_physics_stage(
         out / "physics.usda", character, result.body_pos[0], result.body_rot[0],
         friction=cfg.tracking.contact.friction, restitution=cfg.tracking.contact.restitution,
@@ -173,7 +179,7 @@ def main(cfg: TrackConfig) -> int:
 
         report = write_audit(out / "audit", rig, result.motion, source=f"{cfg.motion} ({cfg.method})")
         metrics["audit_passed"] = bool(report.passed)
-        (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=_json_default) + "\n")
+        _write_json(out / "metrics.json", metrics)
     keys = ("body_pos_error_rel", "joint_angle_error_deg", "fell", "max_ground_penetration_m", "foot_skate_ratio",
             "reference_foot_skate_ratio", "max_self_penetration_m", "realtime_factor")  # fmt: skip
     print(

@@ -106,6 +106,8 @@ def test_bad_input_exits_2(tmp_path):
     assert proc.returncode == 2 and "nope" in proc.stderr
     proc = run("--projection.temperature", "nan", "--output", str(tmp_path / "z"))
     assert proc.returncode == 2 and "ProjectionConfig.temperature" in proc.stderr and not (tmp_path / "z").exists()
+    proc = run("--character.joint-limits-deg", "nope", "-10", "10", "--output", str(tmp_path / "w"))
+    assert proc.returncode == 2 and "no joint 'nope'" in proc.stderr and not (tmp_path / "w").exists()
     (tmp_path / "afile").write_text("")
     proc = run("--output", str(tmp_path / "afile" / "out"))
     assert proc.returncode == 2 and "afile is a file" in proc.stderr and "Traceback" not in proc.stderr
