@@ -58,9 +58,8 @@ def main(cfg: ConvertConfig) -> int:
     listed = ", ".join(f"{c.name} ({c.frame_count} keys)" for c in clips) or "none"
     print(f"wrote {cfg.output}: rig {rig.name!r} ({rig.joint_count} joints, {vertices} vertices), clips: {listed}")
     if cfg.audit and clips:
-        root = audit_root
         for motion in clips:
-            folder = root / audit_folder_name(motion.name)
+            folder = audit_root / audit_folder_name(motion.name)
             try:
                 report = write_audit(folder, rig, motion, source=f"{cfg.input}#{motion.name}")
             except InputError as e:  # e.g. OUTPUT.audit is a file
@@ -68,7 +67,7 @@ def main(cfg: ConvertConfig) -> int:
                 return 2
             failed = ", ".join(c.name for c in report.failed_checks)
             print(f"audit {motion.name}: {'failed ' + failed if failed else 'passed'}")
-        print(f"wrote {root}/")
+        print(f"wrote {audit_root}/")
     return 0
 
 

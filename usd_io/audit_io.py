@@ -231,7 +231,7 @@ def assert_no_foot_skate(
     Raises:
         AssertionError: naming each failing contact's frames and body part.
     """
-    cfg = (config or AuditConfig()).check()
+    cfg = config or AuditConfig()  # contact_points checks it
     r = _resolve(source, clip)
     cp = contact_points(r.rig, r.motion, cfg)
     g = ground_contact_metrics(cp.points, r.motion.times, cp.contact, size=cp.size, labels=cp.labels,
@@ -272,7 +272,7 @@ def assert_no_self_intersection(
         AssertionError: naming the failing frames and the joints whose faces intersect.
         InputError: the rig has no mesh.
     """
-    cfg = (config or AuditConfig()).check()
+    cfg = config or AuditConfig()  # contact_points checks it
     r = _resolve(source, clip)
     cp = contact_points(r.rig, r.motion, cfg)
     if cp.mesh is None:

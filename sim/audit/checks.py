@@ -124,7 +124,7 @@ def audit_motion(
     Returns:
         The report; ``report.passed`` is False when any check fails.
     """
-    cfg = (config or AuditConfig()).check()
+    cfg = config or AuditConfig()  # contact_points checks it
     cp = contact_points(rig, motion, cfg, device)
     t = motion.times
     F, J = motion.frame_count, rig.joint_count

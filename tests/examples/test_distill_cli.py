@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from example_scripts import load_example
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "examples" / "distill.py"
@@ -104,14 +105,7 @@ def test_killed_run_resumes_to_the_unbroken_result(tmp_path, assets_dir):
 
 
 def _example_module():
-    """examples/distill.py imported in-process (its name would shadow the package on sys.path)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("distill_example", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
+    return load_example(SCRIPT, "distill_example")
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from example_scripts import load_example
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "examples" / "posespace.py"
@@ -112,14 +113,7 @@ def test_bad_input_exits_2(checkpoint, tmp_path):
 
 
 def _example_module():
-    """examples/posespace.py imported in-process (its name would shadow the package on sys.path)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("posespace_example", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
+    return load_example(SCRIPT, "posespace_example")
 
 
 def test_bad_settings_give_one_line_and_status_2(checkpoint, tmp_path, capsys):
