@@ -7,9 +7,10 @@
 #
 # Writes OUTPUT/tracked.usda (skinned character, physical motion; the reference as a second, unbound clip),
 # OUTPUT/physics.usda (UsdPhysics articulation), OUTPUT/metrics.json, OUTPUT/config.json, OUTPUT/preview.gif
-# (reference ghosted beside it) and OUTPUT/audit/ (plausibility report of the physical motion).
+# (reference ghosted beside it) and OUTPUT/audit/ (plausibility report of the physical motion). The projection
+# checkpoints to OUTPUT/projection_checkpoint.npz; an interrupted run continues with --resume.
 # Exit status: 0 done (see metrics.json "success"), 1 the simulation blew up (no tracked.usda, no preview),
-# 2 bad input.
+# 2 bad input, 130 interrupted (resumable).
 """Physically track a clip: PD tracking or AKD-style physics projection with ground contact and self-collision."""
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import tyro
 from sim import RigError
 from sim.physics import (
     CharacterConfig,
+    CheckpointError,
+    ProjectionCheckpoint,
     ProjectionConfig,
     ReferenceConfig,
     TrackingConfig,
@@ -62,6 +65,10 @@ class TrackConfig:
     """At most this many preview frames (every n-th frame is drawn)."""
     audit: bool = True
     """Write the plausibility audit of the physical motion to OUTPUT/audit/."""
+    resume: bool = False
+    """Projection: continue an interrupted run from OUTPUT/projection_checkpoint.npz (same motion and settings)."""
+    checkpoint_interval_s: float = 30.0
+    """Projection: save OUTPUT/projection_checkpoint.npz at least this often [s] (0: after every window)."""
     character: CharacterConfig = field(default_factory=CharacterConfig)
     reference: ReferenceConfig = field(default_factory=ReferenceConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
@@ -104,10 +111,40 @@ def _feasibility_note(character, ref, cfg: TrackConfig) -> str | None:
     )
 
 
+CHECKPOINT_NAME = "projection_checkpoint.npz"
+
+
+def _project(character, ref, cfg: TrackConfig):
+    """The physics projection with a progress bar and a checkpoint in the output folder."""
+    from tqdm import tqdm
+
+    checkpoint = ProjectionCheckpoint(cfg.output / CHECKPOINT_NAME, cfg.checkpoint_interval_s, cfg.resume)
+    if cfg.resume and checkpoint.path.is_file():
+        print(f"resuming from {checkpoint.path}")
+    bar = tqdm(total=1, desc="projection", unit="frame", dynamic_ncols=True)
+
+    def progress(done: int, total: int, cost: float) -> None:
+        bar.total = total
+        bar.set_postfix(window_cost=f"{cost:.4g}", refresh=False)
+        bar.update(done - bar.n)
+
+    try:
+        result = project(character, ref, cfg.tracking, cfg.projection, progress=progress, checkpoint=checkpoint)
+    finally:
+        bar.close()
+    if result.info.get("resumed"):
+        r = result.info["resumed"]
+        where = "its finished state" if r["finished"] else f"pass {r['pass'] + 1}, frame {r['frame']}"
+        print(f"resumed from {where}")
+    return result
+
+
 def main(cfg: TrackConfig) -> int:
     try:
         for part in (cfg.reference, cfg.character, cfg.tracking, cfg.projection):
             part.check()  # a bad setting fails here, in one line, before any work
+        if not cfg.checkpoint_interval_s >= 0 or cfg.checkpoint_interval_s == float("inf"):
+            raise ValueError(f"--checkpoint-interval-s: must be a finite number >= 0, got {cfg.checkpoint_interval_s}")
         asset = load_asset(cfg.motion)
         clip = asset.clip(cfg.clip)
         prepared = prepare_reference(
@@ -135,13 +172,18 @@ def main(cfg: TrackConfig) -> int:
     if note:
         print(note)
     if cfg.method == "pd":
+        if cfg.resume:
+            print("warning: --resume applies to --method projection only; PD tracking runs from the start")
         result = track(character, ref, cfg.tracking)
     else:
-
-        def progress(done: int, total: int, cost: float) -> None:
-            print(f"  projection: {done}/{total} frames, window cost {cost:.4g}", flush=True)
-
-        result = project(character, ref, cfg.tracking, cfg.projection, progress=progress)
+        try:
+            result = _project(character, ref, cfg)
+        except CheckpointError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(f"interrupted: continue with --resume (checkpoint {cfg.output / CHECKPOINT_NAME})", file=sys.stderr)
+            return 130
     metrics = tracking_metrics(character, ref, result, prepared.kinematic_input, cfg.tracking.contact.ground_height_m)
     metrics.update(
         method=cfg.method,

@@ -5,12 +5,14 @@ Typical use::
     ref = prepare_reference(rig, clip, ReferenceConfig(loops=3), target_height_m=0.5)
     character = build_character(ref.rig, ref.motion, CharacterConfig())
     result = project(character, ref.motion)          # or track(character, ref.motion)
+    # long runs: project(..., checkpoint=ProjectionCheckpoint("run/ckpt.npz", resume=True)) saves and resumes
     result.motion                                    # the physical motion on the (scaled) rig
     tracking_metrics(character, reference_trajectory(character, ref.motion), result, ref.kinematic_input)
 
 Newton is imported on first simulation, not by ``import sim.physics``.
 """
 
+from ._checkpoint import CheckpointError, ProjectionCheckpoint
 from .character import GRAVITY, PhysicsCharacter, build_character, euler_xyz_to_quat, quat_to_euler_xyz
 from .config import (
     CharacterConfig,
@@ -54,9 +56,11 @@ __all__ = [
     "BlowUp",
     "CharacterConfig",
     "CharacterSimulation",
+    "CheckpointError",
     "ContactConfig",
     "PhysicsCharacter",
     "PreparedReference",
+    "ProjectionCheckpoint",
     "ProjectionConfig",
     "ReferenceConfig",
     "ReferenceTrajectory",

@@ -17,8 +17,11 @@ from collections.abc import Callable
 import numpy as np
 
 from ..motion import Motion
+from . import _checkpoint as ckpt
+from ._checkpoint import ProjectionCheckpoint, Sweep
 from .character import PhysicsCharacter
 from .config import ProjectionConfig, TrackingConfig
+from .newton_model import substeps_for
 from .tracking import (
     BlowUp,
     ReferenceTrajectory,
@@ -36,7 +39,8 @@ from .tracking import (
 __all__ = ["project"]
 
 ProgressCallback = Callable[[int, int, float], None]
-"""Called after each committed window with (frames done, frame count, best window cost)."""
+"""Called after each committed window with (frames committed over all sweeps, frames of all sweeps, best window
+cost); each sweep commits ``frame_count - 1`` frames."""
 
 
 def _knot_weights(window: int, interval: int) -> np.ndarray:
@@ -84,34 +88,32 @@ def _ilc_plan(
     return plan
 
 
-def _mppi_pass(character, ref, sim, tracking, cfg, plan_flat, target_filter, rng, progress, pass_index) -> dict:
-    """One receding-horizon MPPI sweep over the clip, starting from the reference's first frame.
+def _start_sweep(ref: ReferenceTrajectory, sim, plan: np.ndarray) -> Sweep:
+    """A sweep at the reference's first frame: the committed state is the reference's initial state."""
+    F, B = ref.frame_count, sim.B
+    sim.set_state(**initial_state(ref))
+    q0, qd0 = sim.joint_state()
+    pos, rot, vel = np.zeros((F, B, 3)), np.zeros((F, B, 4)), np.zeros((F, B, 6))
+    p, r, v = sim.body_state()
+    pos[0], rot[0], vel[0] = p[0], r[0], v[0]
+    return Sweep(0, np.array(plan, dtype=np.float64).reshape(F, -1), q0[0], qd0[0], pos, rot, vel)
 
-    Returns the committed trajectory (``pos``, ``rot``, ``vel``), the optimized ``plan`` (F, C), ``blowup``, its
-    mean body ``error`` (heights), window costs and counters.
+
+def _mppi_pass(character, ref, sim, tracking, cfg, sweep: Sweep, target_filter, rng, progress, pass_index,
+               on_window=None) -> None:  # fmt: skip
+    """Runs one receding-horizon MPPI sweep over the clip from ``sweep``'s committed frame, updating it in place.
+
+    ``on_window(sweep)`` is called after each committed window (before ``progress``), e.g. to checkpoint.
     """
     F, B, C = ref.frame_count, character.body_count, character.dof_count
     W = sim.world_count
     dt = 1.0 / ref.fps
-    plan_flat = plan_flat.copy()
+    plan_flat = sweep.plan
     ref_flat = ref.coords.reshape(F, C)
     max_off = np.deg2rad(cfg.max_offset_deg)
-
-    st = initial_state(ref)
-    sim.set_state(**st)
-    q0, qd0 = sim.joint_state()
-    committed_q, committed_qd = q0[0], qd0[0]
-    pos = np.zeros((F, B, 3))
-    rot = np.zeros((F, B, 4))
-    vel = np.zeros((F, B, 6))
-    p, r, v = sim.body_state()
-    pos[0], rot[0], vel[0] = p[0], r[0], v[0]
-    f0 = 0
-    rollout_frames = 0
-    window_costs: list[float] = []
-    blowup = None
-    assist_sum = assist_max = 0.0
-    while f0 < F - 1:
+    pos, rot, vel = sweep.pos, sweep.rot, sweep.vel
+    while sweep.f0 < F - 1 and sweep.blowup is None:
+        f0 = sweep.f0
         H = min(cfg.window_frames, F - 1 - f0)
         commit = H if f0 + cfg.window_frames >= F - 1 else min(cfg.commit_frames, H)
         m = _knot_weights(H, cfg.knot_interval_frames)  # (H, K)
@@ -131,7 +133,7 @@ def _mppi_pass(character, ref, sim, tracking, cfg, plan_flat, target_filter, rng
             table[win] = cand
             rates = np.gradient(table, dt, axis=0) if tracking.velocity_targets else np.zeros_like(table)
             sim.set_targets(table, rates)
-            sim.set_joint_state(np.repeat(committed_q[None], W, 0), np.repeat(committed_qd[None], W, 0), f0)
+            sim.set_joint_state(np.repeat(sweep.q[None], W, 0), np.repeat(sweep.qd[None], W, 0), f0)
             sim.reset_costs()
             frames = np.zeros((commit, W, B, 13))
             saved = None
@@ -142,7 +144,7 @@ def _mppi_pass(character, ref, sim, tracking, cfg, plan_flat, target_filter, rng
                     frames[k, ..., :3], frames[k, ..., 3:7], frames[k, ..., 7:] = p, r, v
                     if k == commit - 1:
                         saved = sim.joint_state()
-            rollout_frames += H * W
+            sweep.rollout_frames += H * W
             cost = sim.cost.numpy().astype(np.float64).copy()
             cost += cfg.offset_weight * np.sum((cand - ref_flat[win][:, None]) ** 2, axis=(0, 2))
             cost[~np.isfinite(cost)] = np.inf
@@ -177,41 +179,33 @@ def _mppi_pass(character, ref, sim, tracking, cfg, plan_flat, target_filter, rng
             sigma *= cfg.sigma_decay
         cost_best, cand_best, frames_best, q_best, qd_best, a_sum, a_max = best
         if cand_best is None:
-            blowup = BlowUp(f0 + 1, "every rollout of the window blew up")
+            sweep.blowup = (f0 + 1, "every rollout of the window blew up")
             break
         plan_flat[f0 + 1 : f0 + H + 1] = cand_best
         seg = slice(f0 + 1, f0 + commit + 1)
         pos[seg], rot[seg], vel[seg] = frames_best[..., :3], frames_best[..., 3:7], frames_best[..., 7:]
-        assist_sum += a_sum
-        assist_max = max(assist_max, a_max)
+        sweep.assist_sum += a_sum
+        sweep.assist_max = max(sweep.assist_max, a_max)
         for k in range(commit):
             fk = f0 + 1 + k
             travel = float(np.linalg.norm(ref.body_pos[fk, 0] - ref.body_pos[0, 0]))
             reason = detect_blowup(character, pos[fk], vel[fk, :, :3], ref.body_pos[fk], tracking, travel)
             if reason is not None:
-                blowup = BlowUp(f0 + 1 + k, reason)
+                sweep.blowup = (fk, reason)
                 break
-        if blowup is not None:
+        if sweep.blowup is not None:
             break
-        committed_q, committed_qd = q_best, qd_best
-        window_costs.append(cost_best)
-        f0 += commit
+        sweep.q, sweep.qd = q_best, qd_best
+        sweep.window_costs.append(cost_best)
+        sweep.f0 = f0 + commit
+        if sweep.f0 < F - 1 and on_window is not None:
+            on_window(sweep)
         if progress is not None:
-            progress(f0 + pass_index * (F - 1), (F - 1) * max(1, cfg.passes) + 1, cost_best)
-    n = F if blowup is None else blowup.frame
+            progress(sweep.f0 + pass_index * (F - 1), (F - 1) * max(1, cfg.passes), cost_best)
+    n = F if sweep.blowup is None else sweep.blowup[0]
     err = np.linalg.norm(pos[:n] - ref.body_pos[:n], axis=-1).mean() / character.height if n else np.inf
-    return {
-        "pos": pos,
-        "rot": rot,
-        "vel": vel,
-        "plan": plan_flat,
-        "blowup": blowup,
-        "error": float(err),
-        "window_costs": window_costs,
-        "rollout_frames": rollout_frames,
-        "assist_sum": assist_sum,
-        "assist_max": assist_max,
-    }
+    sweep.error = float(err)
+    sweep.done = True
 
 
 def project(
@@ -222,6 +216,7 @@ def project(
     *,
     target_filter: TargetFilter | None = None,
     progress: ProgressCallback | None = None,
+    checkpoint: ProjectionCheckpoint | None = None,
 ) -> TrackingResult:
     """Optimizes the PD targets with contact-aware MPPI and returns the simulated motion they produce.
 
@@ -233,9 +228,16 @@ def project(
         target_filter: optional pose-sequence filter; it constrains the plan (the initial targets and each
             window's mean) -- samples perturb around the filtered mean.
         progress: optional callback after each committed window.
+        checkpoint: optional checkpoint file, save interval and resume flag. A run resumed from it steps the
+            same floats in the same order as an unbroken run and returns the same result.
 
     Returns:
-        A :class:`TrackingResult` (``info`` holds the optimization statistics).
+        A :class:`TrackingResult` (``info`` holds the optimization statistics; ``info["resumed"]`` names the sweep
+        and frame a resumed run continued from).
+
+    Raises:
+        CheckpointError: ``checkpoint.resume`` and the file is unreadable or was written with other settings or
+            for another character or reference.
     """
     from .newton_model import CharacterSimulation
 
@@ -245,80 +247,118 @@ def project(
     ref = reference if isinstance(reference, ReferenceTrajectory) else reference_trajectory(character, reference)
     F, C = ref.frame_count, character.dof_count
     rng = np.random.default_rng(cfg.seed)
-    plan = ref.coords.copy()
-    if target_filter is not None:
-        plan = apply_target_filter(character, ref, plan, target_filter)
-    if cfg.ilc_passes > 0:
-        plan = _ilc_plan(character, ref, tracking, cfg, plan)
-    ilc_time = time.perf_counter() - t_start
+    settings = fingerprint = None
+    state = None
+    if checkpoint is not None:
+        settings = ckpt.settings_dict(tracking, cfg, target_filter is not None)
+        fingerprint = ckpt.data_fingerprint(character, ref)
+        if checkpoint.resume and checkpoint.path.is_file():
+            state = ckpt.load(checkpoint.path, settings, fingerprint)
+            rng.bit_generator.state = state.rng_state
+            t_start -= state.elapsed_s
+    resumed = None
+    if state is None:
+        plan = ref.coords.copy()
+        if target_filter is not None:
+            plan = apply_target_filter(character, ref, plan, target_filter)
+        if cfg.ilc_passes > 0:
+            plan = _ilc_plan(character, ref, tracking, cfg, plan)
+        state = ckpt.ProjectionState(plan.reshape(F, C).copy(), [], {}, 0.0, time.perf_counter() - t_start)
+    elif state.sweeps:
+        last = state.sweeps[-1]
+        resumed = {"pass": len(state.sweeps) - 1, "frame": int(last.f0), "finished": bool(last.done)}
+    last_save = time.perf_counter()
 
-    W = max(2, int(cfg.samples))
-    weights = {
-        "position": cfg.position_weight,
-        "root": cfg.root_weight,
-        "rotation": cfg.rotation_weight,
-        "velocity": cfg.velocity_weight,
-        "skate": cfg.skate_weight,
-    }
-    sim = CharacterSimulation(
-        character,
-        ref.fps,
-        F,
-        W,
-        tracking.solver,
-        tracking.contact,
-        root_assist=tracking.root_assist,
-        root_reference=(ref.body_pos[:, 0], ref.body_rot[:, 0]),
-        cost_reference=(ref.body_pos, ref.body_rot, ref.com_vel),
-        cost_weights=weights,
-    )
-    plan_flat = plan.reshape(F, C).copy()
-    passes = []
-    for k in range(max(1, cfg.passes)):
-        out = _mppi_pass(character, ref, sim, tracking, cfg, plan_flat, target_filter, rng, progress, k)
-        passes.append(out)
-        plan_flat = out["plan"]
-        if out["blowup"] is not None:
-            break
+    def save() -> None:
+        nonlocal last_save
+        if checkpoint is None:
+            return
+        state.rng_state = rng.bit_generator.state
+        state.elapsed_s = time.perf_counter() - t_start
+        ckpt.save(checkpoint.path, state, settings, fingerprint)
+        last_save = time.perf_counter()
+
+    def on_window(_sweep: Sweep) -> None:
+        if checkpoint is not None and time.perf_counter() - last_save >= checkpoint.interval_s:
+            save()
+
+    passes = max(1, cfg.passes)
+
+    def finished() -> bool:
+        s = state.sweeps
+        return bool(s) and s[-1].done and (s[-1].blowup is not None or len(s) >= passes)
+
+    if not state.sweeps:
+        save()  # the ILC plan
+    sim = None
+    if not finished():
+        W = max(2, int(cfg.samples))
+        weights = {
+            "position": cfg.position_weight,
+            "root": cfg.root_weight,
+            "rotation": cfg.rotation_weight,
+            "velocity": cfg.velocity_weight,
+            "skate": cfg.skate_weight,
+        }
+        sim = CharacterSimulation(
+            character,
+            ref.fps,
+            F,
+            W,
+            tracking.solver,
+            tracking.contact,
+            root_assist=tracking.root_assist,
+            root_reference=(ref.body_pos[:, 0], ref.body_rot[:, 0]),
+            cost_reference=(ref.body_pos, ref.body_rot, ref.com_vel),
+            cost_weights=weights,
+        )
+    while not finished():
+        if not state.sweeps or state.sweeps[-1].done:
+            plan = state.sweeps[-1].plan if state.sweeps else state.start_plan
+            state.sweeps.append(_start_sweep(ref, sim, plan))
+        k = len(state.sweeps) - 1
+        _mppi_pass(character, ref, sim, tracking, cfg, state.sweeps[k], target_filter, rng, progress, k, on_window)
+        save()
+    sweeps = state.sweeps
     # the pass that tracked best (a blown-up pass only when every pass blew up)
-    ok = [i for i, o in enumerate(passes) if o["blowup"] is None] or list(range(len(passes)))
-    best_index = min(ok, key=lambda i: passes[i]["error"])
-    best = passes[best_index]
-    pos, rot, vel, blowup = best["pos"], best["rot"], best["vel"], best["blowup"]
-    assist_sum, assist_max = best["assist_sum"], best["assist_max"]
-    window_costs = best["window_costs"]
-    rollout_frames = sum(o["rollout_frames"] for o in passes)
-    plan_flat = best["plan"]
+    ok = [i for i, o in enumerate(sweeps) if o.blowup is None] or list(range(len(sweeps)))
+    best_index = min(ok, key=lambda i: sweeps[i].error)
+    best = sweeps[best_index]
+    blowup = BlowUp(*best.blowup) if best.blowup is not None else None
+    rollout_frames = sum(o.rollout_frames for o in sweeps)
     n = F if blowup is None else blowup.frame
-    pos, rot, vel = pos[:n], rot[:n], vel[:n]
+    pos, rot, vel = best.pos[:n], best.rot[:n], best.vel[:n]
     wall = time.perf_counter() - t_start
     fell = detect_fall(pos, rot, ref, tracking, tracking.contact.ground_height_m) if n else None
     assist = None
-    if sim.root_assist is not None:
-        assist = root_assist_report(character, assist_sum, assist_max, (n - 1) * sim.substeps)
+    if tracking.root_assist is not None and tracking.root_assist.enabled:
+        substeps = sim.substeps if sim is not None else substeps_for(ref.fps, tracking.solver.max_dt_s)
+        assist = root_assist_report(character, best.assist_sum, best.assist_max, (n - 1) * substeps)
     motion = character.motion_from_bodies(pos, rot, ref.fps, name=ref.motion.name) if n else ref.motion.slice(0, 1)
+    substeps = substeps_for(ref.fps, tracking.solver.max_dt_s)
     return TrackingResult(
         motion=motion,
         body_pos=pos,
         body_rot=rot,
         body_vel=vel,
-        target_coords=plan_flat.reshape(F, -1, 3),
+        target_coords=best.plan.reshape(F, -1, 3),
         blowup=blowup,
         fell_frame=fell,
         wall_time_s=wall,
         sim_time_s=(n - 1) / ref.fps,
         root_assist=assist,
         info={
-            "substeps": sim.substeps,
-            "dt_s": sim.dt,
+            "substeps": substeps,
+            "dt_s": 1.0 / (ref.fps * substeps),
             "solver": tracking.solver.solver,
-            "samples": W,
+            "samples": max(2, int(cfg.samples)),
             "rollout_world_frames": rollout_frames,
-            "windows": len(window_costs),
-            "mean_window_cost": float(np.mean(window_costs)) if window_costs else float("nan"),
-            "ilc_time_s": ilc_time,
-            "passes": len(passes),
-            "pass_errors": [float(o["error"]) for o in passes],
+            "windows": len(best.window_costs),
+            "mean_window_cost": float(np.mean(best.window_costs)) if best.window_costs else float("nan"),
+            "ilc_time_s": state.ilc_time_s,
+            "passes": len(sweeps),
+            "pass_errors": [float(o.error) for o in sweeps],
             "best_pass": best_index,
+            "resumed": resumed,
         },
     )

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -125,3 +129,52 @@ def test_blowup_exits_1_and_claims_no_success(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["success"] is False and metrics["blowup"]["frame"] >= 1
     assert not (out / "tracked.usda").exists() and not (out / "preview.gif").exists()
+
+
+SMALL_PROJECTION = ["--method", "projection", "--no-preview", "--no-audit", "--projection.samples", "4",
+                    "--projection.iterations", "2", "--projection.ilc-passes", "1", "--projection.passes", "2",
+                    "--checkpoint-interval-s", "0"]  # fmt: skip
+
+
+def _checkpoint_frames(path: Path) -> int:
+    """Frames committed over all sweeps in a projection checkpoint (-1 while there is none)."""
+    try:
+        with np.load(path) as z:
+            meta = json.loads(str(z["meta"]))
+    except (OSError, ValueError, KeyError):
+        return -1
+    return sum(s["f0"] for s in meta["sweeps"])
+
+
+def test_killed_projection_resumes_to_the_unbroken_result(tmp_path):
+    unbroken = tmp_path / "unbroken"
+    assert run(*SMALL_PROJECTION, "--output", str(unbroken)).returncode == 0
+    killed = tmp_path / "killed"
+    ckpt = killed / "projection_checkpoint.npz"
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), *SMALL_PROJECTION, "--output", str(killed)], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.time() + 300
+    try:
+        while time.time() < deadline and proc.poll() is None and _checkpoint_frames(ckpt) < 8:
+            time.sleep(0.02)
+        assert proc.poll() is None, "the run finished before it could be killed"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    killed_at = _checkpoint_frames(ckpt)
+    assert 8 <= killed_at < 96 and not (killed / "metrics.json").exists()
+    resumed = run(*SMALL_PROJECTION, "--output", str(killed), "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed from pass" in resumed.stdout
+    a = json.loads((unbroken / "metrics.json").read_text())
+    b = json.loads((killed / "metrics.json").read_text())
+    for key in ("body_pos_error_rel", "joint_angle_error_deg", "foot_skate_ratio", "max_self_penetration_m"):
+        assert b[key] == a[key], key
+    assert b["info"]["pass_errors"] == a["info"]["pass_errors"]
+    assert a["info"]["resumed"] is None and b["info"]["resumed"]["frame"] > 0
+    # another job's checkpoint is refused by name, nothing is overwritten
+    before = (killed / "metrics.json").read_bytes()
+    other = run(*SMALL_PROJECTION, "--projection.samples", "5", "--output", str(killed), "--resume")
+    assert other.returncode == 2
+    assert "projection_checkpoint.npz: checkpoint was written with different settings" in other.stderr
+    assert "projection.samples" in other.stderr and (killed / "metrics.json").read_bytes() == before

@@ -86,3 +86,18 @@ def hold(rig: sim.Rig, frames: int, fps: float = 30.0, root_offset=(0.0, 0.0, 0.
     rot = rig.rest_rotations if rotations is None else np.asarray(rotations)
     root = rig.rest_translations[0] + np.asarray(root_offset, dtype=np.float64)
     return sim.Motion(fps, np.repeat(root[None], frames, 0), np.repeat(rot[None], frames, 0), name="hold")
+
+
+def walkish(rig: sim.Rig, frames: int = 30, fps: float = 30.0) -> sim.Motion:
+    """A table quadruped's legs (``leg0_upper`` .. ``leg3_upper``) swinging in antiphase at 6 rad/s while the root
+    moves forward at 0.1 m/s."""
+    from sim.rotations import axis_angle_to_quat, quat_multiply
+
+    rot = np.repeat(rig.rest_rotations[None], frames, 0).copy()
+    t = np.arange(frames) / fps
+    for i in range(4):
+        j = rig.joint_index(f"leg{i}_upper")
+        swing = (0.25 * np.sin(6 * t + np.pi * (i % 2)))[:, None] * [0, 1.0, 0]
+        rot[:, j] = quat_multiply(rot[:, j], axis_angle_to_quat(swing))
+    root = rig.rest_translations[0] + np.outer(t, [0.1, 0.0, 0.0])
+    return sim.Motion(fps, root, rot, name="walkish")

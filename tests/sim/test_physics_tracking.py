@@ -9,7 +9,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from physics_rigs import hold, table_quadruped, tuning_fork
+from physics_rigs import hold, table_quadruped, tuning_fork, walkish
 
 import sim
 from sim.physics import (
@@ -26,7 +26,7 @@ from sim.physics import (
     self_penetration,
     track,
 )
-from sim.rotations import axis_angle_to_quat, quat_multiply
+from sim.rotations import axis_angle_to_quat
 
 SINK_TOL_M = 0.01
 """The issue's bound: a dropped character must not sink more than 1 cm."""
@@ -90,20 +90,8 @@ def test_self_collision_keeps_limbs_apart():
     assert free_depth > 0.03
 
 
-def _walkish(rig, frames=30):
-    """Legs swinging in antiphase, root moving forward slowly."""
-    rot = np.repeat(rig.rest_rotations[None], frames, 0).copy()
-    t = np.arange(frames) / 30.0
-    for i in range(4):
-        j = rig.joint_index(f"leg{i}_upper")
-        phase = np.pi * (i % 2)
-        rot[:, j] = quat_multiply(rot[:, j], axis_angle_to_quat((0.25 * np.sin(6 * t + phase))[:, None] * [0, 1.0, 0]))
-    root = rig.rest_translations[0] + np.outer(t, [0.1, 0.0, 0.0])
-    return sim.Motion(30.0, root, rot, name="walkish")
-
-
 def test_tracking_is_deterministic(table):
-    motion = _walkish(table.rig)
+    motion = walkish(table.rig)
     a = track(table, motion)
     b = track(table, motion)
     assert a.blowup is None
@@ -112,7 +100,7 @@ def test_tracking_is_deterministic(table):
 
 
 def test_blowup_is_detected_with_its_frame(table):
-    ref = reference_trajectory(table, _walkish(table.rig))
+    ref = reference_trajectory(table, walkish(table.rig))
     coords = ref.coords.copy()
     coords[12] = np.nan  # a corrupted target (its rate, by central differences, already steps 10 -> 11)
     res = track(table, ref, target_coords=coords)
@@ -143,7 +131,7 @@ def test_blowup_is_detected_with_its_frame(table):
 )
 def test_unusable_settings_are_refused_before_simulating(table, tracking, projection, message):
     # max_dt_s 0 divided by zero, friction -1 and NaN temperatures ran silently, samples 1 became 2 silently
-    motion = _walkish(table.rig)
+    motion = walkish(table.rig)
     with pytest.raises(ValueError, match=message):
         if projection is None:
             track(table, motion, tracking)
@@ -152,7 +140,7 @@ def test_unusable_settings_are_refused_before_simulating(table, tracking, projec
 
 
 def test_root_assist_is_off_by_default_and_reports_its_force(table):
-    motion = _walkish(table.rig)
+    motion = walkish(table.rig)
     assert track(table, motion).root_assist is None
     cfg = TrackingConfig()
     cfg.root_assist = dataclasses.replace(cfg.root_assist, enabled=True)
@@ -164,7 +152,7 @@ def test_root_assist_is_off_by_default_and_reports_its_force(table):
 
 
 def test_target_filter_hook(table):
-    motion = _walkish(table.rig)
+    motion = walkish(table.rig)
     plain = track(table, motion)
     same = track(table, motion, target_filter=lambda m: m)
     np.testing.assert_allclose(same.target_coords, plain.target_coords, atol=1e-9)
@@ -181,7 +169,7 @@ def test_target_filter_hook(table):
 
 def test_projection_beats_pd_on_body_error(table):
     rig = table.rig
-    motion = _walkish(rig, frames=24)
+    motion = walkish(rig, frames=24)
     # a lighter-gain character tracks poorly with plain PD: room for the projection to improve
     ch = build_character(rig, motion, CharacterConfig(stiffness_hz=4.0))
     ref = reference_trajectory(ch, motion)

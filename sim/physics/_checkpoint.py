@@ -1,0 +1,223 @@
+"""Checkpoints of the physics projection: a long MPPI run saves its state at window boundaries and resumes exactly.
+
+The public names are re-exported by :mod:`sim.physics`.
+
+A checkpoint is one ``.npz`` file (no pickles): the sweeps done and the sweep in progress (plan, committed joint
+state, simulated frames so far, counters), the random generator's state, the elapsed time, and a fingerprint of
+the settings and of the character and reference it was made for, so a checkpoint of another job is refused.
+Each window starts from the committed generalized state with the solver reset, so a resumed run steps the same
+floats in the same order as an unbroken one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["CheckpointError", "ProjectionCheckpoint"]
+
+FORMAT_VERSION = 1
+
+
+class CheckpointError(ValueError):
+    """A projection checkpoint that cannot be resumed: unreadable, or written for another job."""
+
+
+@dataclass
+class ProjectionCheckpoint:
+    """Where and how often :func:`sim.physics.project` saves its state.
+
+    Attributes:
+        path: the checkpoint file (``.npz``); written atomically (temporary file, then rename).
+        interval_s: least wall-clock time between two window checkpoints [s]; 0 saves after every window. The
+            end of every sweep and of the run are always saved.
+        resume: continue from ``path`` when it exists (a finished checkpoint returns its result without
+            simulating); otherwise a new run overwrites it.
+    """
+
+    path: Path
+    interval_s: float = 30.0
+    resume: bool = False
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
+        if not np.isfinite(self.interval_s) or self.interval_s < 0:
+            raise ValueError(f"ProjectionCheckpoint.interval_s: must be a finite number >= 0, got {self.interval_s}")
+
+
+@dataclass
+class Sweep:
+    """One receding-horizon MPPI sweep over the clip, at a window boundary.
+
+    Attributes:
+        f0: frames committed so far (the next window starts at frame ``f0``).
+        plan: PD targets [rad] (F, C), optimized up to the last window.
+        q, qd: committed generalized state of one world (coords,), (dofs,) (float32, as the simulation holds it).
+        pos, rot, vel: simulated body origins (F, B, 3), rotations (F, B, 4), twists (F, B, 6), valid to ``f0``.
+        rollout_frames: world-frames simulated by this sweep.
+        window_costs: best cost of every committed window.
+        assist_sum, assist_max: root-assist force statistics of the committed windows.
+        blowup: (frame, reason) of a blow-up, or None.
+        done: the sweep reached the clip's end (or blew up).
+        error: mean body error [heights] of a finished sweep.
+    """
+
+    f0: int
+    plan: np.ndarray
+    q: np.ndarray
+    qd: np.ndarray
+    pos: np.ndarray
+    rot: np.ndarray
+    vel: np.ndarray
+    rollout_frames: int = 0
+    window_costs: list[float] = field(default_factory=list)
+    assist_sum: float = 0.0
+    assist_max: float = 0.0
+    blowup: tuple[int, str] | None = None
+    done: bool = False
+    error: float = float("nan")
+
+
+_SWEEP_ARRAYS = ("plan", "q", "qd", "pos", "rot", "vel")
+_SWEEP_SCALARS = ("f0", "rollout_frames", "window_costs", "assist_sum", "assist_max", "blowup", "done", "error")
+
+
+@dataclass
+class ProjectionState:
+    """Everything a resumed projection needs.
+
+    Attributes:
+        start_plan: the plan the first sweep starts from (after the target filter and the ILC passes), (F, C).
+        sweeps: the sweeps so far, the last one possibly unfinished.
+        rng_state: the random generator's ``bit_generator.state``.
+        elapsed_s: wall-clock time spent so far [s] (all calls together).
+        ilc_time_s: wall-clock time of the ILC passes [s].
+    """
+
+    start_plan: np.ndarray
+    sweeps: list[Sweep]
+    rng_state: dict
+    elapsed_s: float
+    ilc_time_s: float
+
+
+def _flat(d: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flat(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def settings_dict(tracking, projection, has_filter: bool) -> dict:
+    """The settings a checkpoint must match, JSON-normalized (tuples become lists)."""
+    raw = {
+        "tracking": dataclasses.asdict(tracking),
+        "projection": dataclasses.asdict(projection),
+        "target_filter": bool(has_filter),
+    }
+    return json.loads(json.dumps(raw, default=str))
+
+
+def data_fingerprint(character, ref) -> str:
+    """SHA-256 over the character's physical arrays and the reference the projection tracks."""
+    h = hashlib.sha256()
+    arrays = [
+        ref.coords, ref.body_pos, ref.body_rot, ref.com_vel, np.array([ref.fps]),
+        character.body_parent, character.body_mass, character.body_com, character.body_inertia,
+        character.stiffness, character.damping, character.armature, character.limit_lower, character.limit_upper,
+        character.capsule_radii, character.parent_anchor_pos, character.parent_anchor_rot, character.child_anchor_rot,
+        [c.endpoints for c in character.capsules], character.support_body,
+    ]  # fmt: skip
+    for a in arrays:
+        a = np.ascontiguousarray(np.asarray(a, dtype=np.float64))
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def save(path: Path, state: ProjectionState, settings: dict, fingerprint: str) -> None:
+    """Writes ``state`` to ``path`` atomically (temporary file in the same folder, then rename)."""
+    path = Path(path)
+    arrays: dict[str, np.ndarray] = {"start_plan": np.asarray(state.start_plan)}
+    sweeps_meta = []
+    for i, s in enumerate(state.sweeps):
+        for name in _SWEEP_ARRAYS:
+            arrays[f"sweep{i}_{name}"] = np.asarray(getattr(s, name))
+        meta = {name: getattr(s, name) for name in _SWEEP_SCALARS}
+        meta["blowup"] = list(s.blowup) if s.blowup is not None else None
+        sweeps_meta.append(meta)
+    meta = {
+        "format": "kinedistill projection checkpoint",
+        "version": FORMAT_VERSION,
+        "settings": settings,
+        "fingerprint": fingerprint,
+        "rng_state": state.rng_state,
+        "elapsed_s": state.elapsed_s,
+        "ilc_time_s": state.ilc_time_s,
+        "sweeps": sweeps_meta,
+    }
+    arrays["meta"] = np.array(json.dumps(meta))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the checkpoint the usual permissions
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load(path: Path, settings: dict, fingerprint: str) -> ProjectionState:
+    """Reads a checkpoint written by :func:`save`; raises :class:`CheckpointError` naming the file when it is
+    unreadable or was written with other settings or for another character or reference."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+        meta = json.loads(str(data.pop("meta")))
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as e:
+        raise CheckpointError(f"{path}: not a readable projection checkpoint ({e})") from e
+    if meta.get("format") != "kinedistill projection checkpoint" or meta.get("version") != FORMAT_VERSION:
+        raise CheckpointError(f"{path}: not a projection checkpoint of format version {FORMAT_VERSION}")
+    if meta["settings"] != settings:
+        old, new = _flat(meta["settings"]), _flat(settings)
+        diff = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+        raise CheckpointError(
+            f"{path}: checkpoint was written with different settings (differs in: {', '.join(diff)}); "
+            "run without resume to start over"
+        )
+    if meta["fingerprint"] != fingerprint:
+        raise CheckpointError(
+            f"{path}: checkpoint was written for a different character or reference motion; "
+            "run without resume to start over"
+        )
+    sweeps = []
+    for i, sm in enumerate(meta["sweeps"]):
+        kw = {name: data[f"sweep{i}_{name}"] for name in _SWEEP_ARRAYS}
+        kw.update(sm)
+        kw["blowup"] = tuple(sm["blowup"]) if sm["blowup"] is not None else None
+        kw["window_costs"] = [float(c) for c in sm["window_costs"]]
+        sweeps.append(Sweep(**kw))
+    return ProjectionState(
+        start_plan=data["start_plan"],
+        sweeps=sweeps,
+        rng_state=meta["rng_state"],
+        elapsed_s=float(meta["elapsed_s"]),
+        ilc_time_s=float(meta["ilc_time_s"]),
+    )

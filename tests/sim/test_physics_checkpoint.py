@@ -1,0 +1,126 @@
+"""Projection checkpoints: an interrupted run resumes to exactly the unbroken result; other jobs' checkpoints are
+refused by name."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from physics_rigs import table_quadruped, walkish
+
+from sim.physics import (
+    CharacterConfig,
+    CheckpointError,
+    ProjectionCheckpoint,
+    ProjectionConfig,
+    TrackingConfig,
+    build_character,
+    project,
+    reference_trajectory,
+)
+
+CFG = ProjectionConfig(samples=6, iterations=2, window_frames=8, commit_frames=4, ilc_passes=1, passes=2)
+
+
+@pytest.fixture(scope="module")
+def case():
+    rig = table_quadruped()
+    motion = walkish(rig, frames=24)
+    ch = build_character(rig, motion, CharacterConfig(stiffness_hz=4.0))
+    return ch, reference_trajectory(ch, motion)
+
+
+@pytest.fixture(scope="module")
+def unbroken(case):
+    ch, ref = case
+    calls = []
+    res = project(ch, ref, TrackingConfig(), CFG, progress=lambda done, total, cost: calls.append(done))
+    assert res.ok
+    return res, calls
+
+
+class Interrupt(Exception):
+    pass
+
+
+def _interrupt_after(n: int):
+    calls = []
+
+    def progress(done, total, cost):
+        calls.append(done)
+        if len(calls) == n:
+            raise Interrupt
+
+    return progress
+
+
+# 24 frames, 8-frame windows committing 4: five windows per sweep (frames 4, 8, 12, 16, 23)
+# with a long save interval only the ILC plan and finished sweeps are saved: the resumed run starts with the
+# first sweep (without redoing the ILC passes)
+@pytest.mark.parametrize(
+    ("windows_before_kill", "interval_s", "resumed"),
+    [(2, 0.0, {"pass": 0, "frame": 8, "finished": False}), (7, 0.0, {"pass": 1, "frame": 8, "finished": False}),
+     (2, 1e9, None)],
+)  # fmt: skip
+def test_interrupted_projection_resumes_to_the_unbroken_result(
+    case, unbroken, tmp_path, windows_before_kill, interval_s, resumed
+):
+    ch, ref = case
+    full, full_calls = unbroken
+    path = tmp_path / "ckpt.npz"
+    progress = _interrupt_after(windows_before_kill)
+    with pytest.raises(Interrupt):
+        project(ch, ref, TrackingConfig(), CFG, progress=progress, checkpoint=ProjectionCheckpoint(path, interval_s))
+    assert path.is_file()
+    resumed_calls = []
+    res = project(
+        ch, ref, TrackingConfig(), CFG, progress=lambda d, t, c: resumed_calls.append(d),
+        checkpoint=ProjectionCheckpoint(path, interval_s, resume=True),
+    )  # fmt: skip
+    # it continued where the checkpoint was (the window whose progress raised had been saved), not from the start
+    assert resumed_calls == full_calls[windows_before_kill if resumed else 0 :]
+    assert res.info["resumed"] == resumed
+    np.testing.assert_array_equal(res.body_pos, full.body_pos)
+    np.testing.assert_array_equal(res.body_rot, full.body_rot)
+    np.testing.assert_array_equal(res.target_coords, full.target_coords)
+    assert res.info["pass_errors"] == full.info["pass_errors"]
+    assert res.info["rollout_world_frames"] == full.info["rollout_world_frames"]
+    assert full.info["resumed"] is None
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.npz"]  # written atomically: no temporary files left
+
+
+def test_finished_checkpoint_returns_without_simulating(case, unbroken, tmp_path):
+    ch, ref = case
+    full, _ = unbroken
+    path = tmp_path / "done.npz"
+    project(ch, ref, TrackingConfig(), CFG, checkpoint=ProjectionCheckpoint(path))
+    calls = []
+    res = project(
+        ch, ref, TrackingConfig(), CFG, progress=lambda d, t, c: calls.append(d),
+        checkpoint=ProjectionCheckpoint(path, resume=True),
+    )  # fmt: skip
+    assert calls == [] and res.info["resumed"]["finished"]
+    np.testing.assert_array_equal(res.body_pos, full.body_pos)
+    # without resume the checkpoint is overwritten by a new run
+    res = project(ch, ref, TrackingConfig(), CFG, checkpoint=ProjectionCheckpoint(path))
+    assert res.info["resumed"] is None
+
+
+def test_checkpoints_of_other_jobs_are_refused(case, tmp_path):
+    ch, ref = case
+    path = tmp_path / "job.npz"
+    short = ProjectionConfig(samples=2, iterations=1, window_frames=8, commit_frames=4, ilc_passes=0, passes=1)
+    project(ch, ref, TrackingConfig(), short, checkpoint=ProjectionCheckpoint(path))
+    again = ProjectionCheckpoint(path, resume=True)
+    other = ProjectionConfig(samples=3, iterations=1, window_frames=8, commit_frames=4, ilc_passes=0, passes=1)
+    with pytest.raises(CheckpointError, match=r"job\.npz: .*different settings \(differs in: projection\.samples\)"):
+        project(ch, ref, TrackingConfig(), other, checkpoint=again)
+    slower = reference_trajectory(ch, walkish(ch.rig, fps=24.0))
+    with pytest.raises(CheckpointError, match=r"job\.npz: .*different character or reference"):
+        project(ch, slower, TrackingConfig(), short, checkpoint=again)
+    with pytest.raises(CheckpointError, match=r"job\.npz: .*settings \(differs in: target_filter\)"):
+        project(ch, ref, TrackingConfig(), short, checkpoint=again, target_filter=lambda m: m)
+    path.write_bytes(path.read_bytes()[:100])  # a truncated file
+    with pytest.raises(CheckpointError, match=r"job\.npz: not a readable projection checkpoint"):
+        project(ch, ref, TrackingConfig(), short, checkpoint=again)
+    with pytest.raises(ValueError, match=r"interval_s"):
+        ProjectionCheckpoint(path, interval_s=float("nan"))
