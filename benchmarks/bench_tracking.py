@@ -12,8 +12,9 @@ walks. For each: bodies, DOFs, substeps, then the realtime factor (simulated sec
 measured after a warm-up frame (kernel load and capture are excluded; a cold cache adds ~30-60 s once per
 solver). Each figure is printed twice: by wall-clock time, and by the process's CPU time (what one unshared core
 would take; on a machine loaded by other jobs the wall-clock figure is lower). ``--projection`` also times the
-default physics projection on the clip (its realtime factor counts the whole optimization). Warp launches CPU
-kernels on the calling thread, so the figures are single-core. ``--worlds`` also times W parallel worlds in one
+default physics projection on the clip (its realtime factor counts the whole optimization; its rollout batches
+use every core the process may run on, so pin it with taskset for a one-core figure). Warp launches CPU kernels on
+the calling thread, so the other figures are single-core. ``--worlds`` also times W parallel worlds in one
 model (the projection's rollouts) in world-frames per second; ``--device cuda`` runs everything on the GPU (run it
 once with ``--device cpu`` in the same command for the baseline).
 """

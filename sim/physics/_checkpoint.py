@@ -122,11 +122,9 @@ def _flat(d: dict, prefix: str = "") -> dict[str, object]:
 
 def settings_dict(tracking, projection, has_filter: bool) -> dict:
     """The settings a checkpoint must match, JSON-normalized (tuples become lists)."""
-    raw = {
-        "tracking": dataclasses.asdict(tracking),
-        "projection": dataclasses.asdict(projection),
-        "target_filter": bool(has_filter),
-    }
+    proj = dataclasses.asdict(projection)
+    proj.pop("threads", None)  # speed only: a run may resume with another thread count
+    raw = {"tracking": dataclasses.asdict(tracking), "projection": proj, "target_filter": bool(has_filter)}
     return json.loads(json.dumps(raw, default=str))
 
 

@@ -351,6 +351,49 @@ class CharacterSimulation:
         self.assist_force_sum.zero_()
         self.assist_force_max.zero_()
 
+    @property
+    def captured(self) -> bool:
+        """Whether the frame graph has been recorded (or capture is off): stepping no longer records."""
+        return self._graph is not None or not self.solver_cfg.capture
+
+    def rollout(self, table_q, table_qd, joint_q, joint_qd, frame: int, frames: int, record: int) -> dict:
+        """Plays ``frames`` frames of every world from a given state under given PD target tables.
+
+        Args:
+            table_q, table_qd: PD targets and rates per frame and world, (F, W, C) [rad], [rad/s].
+            joint_q, joint_qd: generalized start state per world, (W, coords), (W, dofs).
+            frame: motion frame of the start state.
+            frames: frames to play.
+            record: frames whose body states are returned (the first ones), 1 <= record <= frames.
+
+        Returns:
+            ``states`` (record, W, B, 13): body origin, rotation (xyzw) and twist per recorded frame; ``q``, ``qd``:
+            the generalized state after ``record`` frames; ``cost`` (W,) accumulated rollout cost; ``assist_sum``,
+            ``assist_max`` (W,) root-assist force statistics (zeros when off).
+        """
+        self.set_targets(table_q, table_qd)
+        self.set_joint_state(joint_q, joint_qd, frame)
+        self.reset_costs()
+        states = np.zeros((record, self.world_count, self.B, 13))
+        saved = None
+        for k in range(frames):
+            self.step_frame()
+            if k < record:
+                p, r, v = self.body_state()
+                states[k, ..., :3], states[k, ..., 3:7], states[k, ..., 7:] = p, r, v
+                if k == record - 1:
+                    saved = self.joint_state()
+        on = self.root_assist is not None
+        zeros = np.zeros(self.world_count)
+        return {
+            "states": states,
+            "q": saved[0],
+            "qd": saved[1],
+            "cost": self.cost.numpy().astype(np.float64),
+            "assist_sum": self.assist_force_sum.numpy().astype(np.float64) if on else zeros,
+            "assist_max": self.assist_force_max.numpy().astype(np.float64) if on else zeros,
+        }
+
     # -- stepping ------------------------------------------------------------------------------------------
     def _substep(self) -> None:
         m, s0, s1 = self.model, self.state_0, self.state_1

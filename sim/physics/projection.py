@@ -105,7 +105,7 @@ def _mppi_pass(character, ref, sim, tracking, cfg, sweep: Sweep, target_filter, 
 
     ``on_window(sweep)`` is called after each committed window (before ``progress``), e.g. to checkpoint.
     """
-    F, B, C = ref.frame_count, character.body_count, character.dof_count
+    F, C = ref.frame_count, character.dof_count
     W = sim.world_count
     dt = 1.0 / ref.fps
     plan_flat = sweep.plan
@@ -132,34 +132,21 @@ def _mppi_pass(character, ref, sim, tracking, cfg, sweep: Sweep, target_filter, 
             cand = ref_flat[win][:, None] + np.clip(cand - ref_flat[win][:, None], -max_off, max_off)
             table[win] = cand
             rates = np.gradient(table, dt, axis=0) if tracking.velocity_targets else np.zeros_like(table)
-            sim.set_targets(table, rates)
-            sim.set_joint_state(np.repeat(sweep.q[None], W, 0), np.repeat(sweep.qd[None], W, 0), f0)
-            sim.reset_costs()
-            frames = np.zeros((commit, W, B, 13))
-            saved = None
-            for k in range(H):
-                sim.step_frame()
-                if k < commit:
-                    p, r, v = sim.body_state()
-                    frames[k, ..., :3], frames[k, ..., 3:7], frames[k, ..., 7:] = p, r, v
-                    if k == commit - 1:
-                        saved = sim.joint_state()
+            q0, qd0 = np.repeat(sweep.q[None], W, 0), np.repeat(sweep.qd[None], W, 0)
+            out = sim.rollout(table, rates, q0, qd0, f0, H, commit)
             sweep.rollout_frames += H * W
-            cost = sim.cost.numpy().astype(np.float64).copy()
-            cost += cfg.offset_weight * np.sum((cand - ref_flat[win][:, None]) ** 2, axis=(0, 2))
+            cost = out["cost"] + cfg.offset_weight * np.sum((cand - ref_flat[win][:, None]) ** 2, axis=(0, 2))
             cost[~np.isfinite(cost)] = np.inf
             k_best = int(np.argmin(cost))
             if cost[k_best] < best[0]:
-                a_sum = float(sim.assist_force_sum.numpy()[k_best]) if sim.root_assist is not None else 0.0
-                a_max = float(sim.assist_force_max.numpy()[k_best]) if sim.root_assist is not None else 0.0
                 best = (
                     float(cost[k_best]),
                     cand[:, k_best].copy(),
-                    frames[:, k_best].copy(),
-                    saved[0][k_best].copy(),
-                    saved[1][k_best].copy(),
-                    a_sum,
-                    a_max,
+                    out["states"][:, k_best].copy(),
+                    out["q"][k_best].copy(),
+                    out["qd"][k_best].copy(),
+                    float(out["assist_sum"][k_best]),
+                    float(out["assist_max"][k_best]),
                 )
             finite = np.isfinite(cost)
             if not finite.any():
@@ -239,7 +226,7 @@ def project(
         CheckpointError: ``checkpoint.resume`` and the file is unreadable or was written with other settings or
             for another character or reference.
     """
-    from .newton_model import CharacterSimulation
+    from ._rollouts import RolloutWorlds
 
     tracking = (tracking or TrackingConfig()).check()
     cfg = (cfg or ProjectionConfig()).check()
@@ -300,25 +287,23 @@ def project(
             "velocity": cfg.velocity_weight,
             "skate": cfg.skate_weight,
         }
-        sim = CharacterSimulation(
-            character,
-            ref.fps,
-            F,
-            W,
-            tracking.solver,
-            tracking.contact,
-            root_assist=tracking.root_assist,
+        sim = RolloutWorlds(
+            character, ref.fps, F, W, cfg.rollout_batches, cfg.threads, solver=tracking.solver,
+            contact=tracking.contact, root_assist=tracking.root_assist,
             root_reference=(ref.body_pos[:, 0], ref.body_rot[:, 0]),
-            cost_reference=(ref.body_pos, ref.body_rot, ref.com_vel),
-            cost_weights=weights,
-        )
-    while not finished():
-        if not state.sweeps or state.sweeps[-1].done:
-            plan = state.sweeps[-1].plan if state.sweeps else state.start_plan
-            state.sweeps.append(_start_sweep(ref, sim, plan))
-        k = len(state.sweeps) - 1
-        _mppi_pass(character, ref, sim, tracking, cfg, state.sweeps[k], target_filter, rng, progress, k, on_window)
-        save()
+            cost_reference=(ref.body_pos, ref.body_rot, ref.com_vel), cost_weights=weights,
+        )  # fmt: skip
+    try:
+        while not finished():
+            if not state.sweeps or state.sweeps[-1].done:
+                plan = state.sweeps[-1].plan if state.sweeps else state.start_plan
+                state.sweeps.append(_start_sweep(ref, sim, plan))
+            k = len(state.sweeps) - 1
+            _mppi_pass(character, ref, sim, tracking, cfg, state.sweeps[k], target_filter, rng, progress, k, on_window)
+            save()
+    finally:
+        if sim is not None:
+            sim.close()
     sweeps = state.sweeps
     # the pass that tracked best (a blown-up pass only when every pass blew up)
     ok = [i for i, o in enumerate(sweeps) if o.blowup is None] or list(range(len(sweeps)))
@@ -352,6 +337,8 @@ def project(
             "dt_s": 1.0 / (ref.fps * substeps),
             "solver": tracking.solver.solver,
             "samples": max(2, int(cfg.samples)),
+            "rollout_batches": len(sim.sims) if sim is not None else None,
+            "threads": sim.threads if sim is not None else None,
             "rollout_world_frames": rollout_frames,
             "windows": len(best.window_costs),
             "mean_window_cost": float(np.mean(best.window_costs)) if best.window_costs else float("nan"),

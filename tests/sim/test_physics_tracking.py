@@ -186,3 +186,19 @@ def test_projection_beats_pd_on_body_error(table):
     np.testing.assert_allclose(err(pr) / ch.height, min(pr.info["pass_errors"]), rtol=1e-9)  # the best sweep
     again = project(ch, ref, TrackingConfig(), cfg)
     np.testing.assert_array_equal(again.body_pos, pr.body_pos)  # seeded: reproducible
+
+
+def test_projection_results_do_not_depend_on_the_thread_count(table):
+    """The rollout batches step in parallel threads; the floats depend on the batch split only."""
+    rig = table.rig
+    motion = walkish(rig, frames=16)
+    ref = reference_trajectory(table, motion)
+    runs = {}
+    for threads in (1, 2, 3):
+        cfg = ProjectionConfig(samples=7, iterations=2, window_frames=8, commit_frames=4, ilc_passes=0, passes=1,
+                               rollout_batches=3, threads=threads)  # fmt: skip
+        runs[threads] = project(table, ref, TrackingConfig(), cfg)
+        assert runs[threads].info["rollout_batches"] == 3 and runs[threads].info["threads"] == threads
+    for threads in (2, 3):
+        np.testing.assert_array_equal(runs[threads].body_pos, runs[1].body_pos)
+        np.testing.assert_array_equal(runs[threads].target_coords, runs[1].target_coords)
