@@ -9,8 +9,9 @@
 # OUTPUT/physics.usda (UsdPhysics articulation), OUTPUT/metrics.json, OUTPUT/config.json, OUTPUT/preview.gif
 # (reference ghosted beside it) and OUTPUT/audit/ (plausibility report of the physical motion). The projection
 # checkpoints to OUTPUT/projection_checkpoint.npz; an interrupted run continues with --resume.
+# The checkpoint is kept after a finished run (--resume then rewrites the outputs from it without simulating).
 # Exit status: 0 done (see metrics.json "success"), 1 the simulation blew up (no tracked.usda, no preview),
-# 2 bad input, 130 interrupted (resumable).
+# 2 bad input, a checkpoint of another job or an unwritable checkpoint, 130 interrupted (resumable).
 """Physically track a clip: PD tracking or AKD-style physics projection with ground contact and self-collision."""
 
 from __future__ import annotations
@@ -176,13 +177,20 @@ def main(cfg: TrackConfig) -> int:
             print("warning: --resume applies to --method projection only; PD tracking runs from the start")
         result = track(character, ref, cfg.tracking)
     else:
+        ckpt = cfg.output / CHECKPOINT_NAME
         try:
             result = _project(character, ref, cfg)
         except CheckpointError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+        except OSError as e:  # the checkpoint could not be written (disk full, permissions)
+            print(f"error: {ckpt}: cannot write the checkpoint ({e.strerror or e})", file=sys.stderr)
+            return 2
         except KeyboardInterrupt:
-            print(f"interrupted: continue with --resume (checkpoint {cfg.output / CHECKPOINT_NAME})", file=sys.stderr)
+            if ckpt.is_file():
+                print(f"interrupted: continue with --resume (checkpoint {ckpt})", file=sys.stderr)
+            else:
+                print("interrupted before the first checkpoint was written; nothing to resume", file=sys.stderr)
             return 130
     metrics = tracking_metrics(character, ref, result, prepared.kinematic_input, cfg.tracking.contact.ground_height_m)
     metrics.update(

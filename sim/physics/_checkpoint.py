@@ -15,7 +15,7 @@ import dataclasses
 import hashlib
 import json
 import os
-import tempfile
+import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,23 +120,42 @@ def _flat(d: dict, prefix: str = "") -> dict[str, object]:
     return out
 
 
-def settings_dict(tracking, projection, has_filter: bool) -> dict:
-    """The settings a checkpoint must match, JSON-normalized (tuples become lists)."""
+def settings_dict(tracking, projection, character_config, filter_key: str | None) -> dict:
+    """The settings a checkpoint must match, JSON-normalized (tuples become lists): tracking and projection
+    settings (less those that only set the speed), the character builder's settings, the target filter (a digest of
+    its output, or None) and the Warp and Newton versions (another solver build steps other floats)."""
+    import newton
+    import warp
+
     proj = dataclasses.asdict(projection)
     proj.pop("threads", None)  # speed only: a run may resume with another thread count
-    raw = {"tracking": dataclasses.asdict(tracking), "projection": proj, "target_filter": bool(has_filter)}
+    track = dataclasses.asdict(tracking)
+    track["solver"].pop("capture", None)  # a captured graph replays the eager launches' floats
+    raw = {
+        "tracking": track,
+        "projection": proj,
+        "character": dataclasses.asdict(character_config),
+        "target_filter": filter_key,
+        "versions": {"warp": warp.config.version, "newton": newton.__version__},
+    }
     return json.loads(json.dumps(raw, default=str))
+
+
+def filter_digest(coords: np.ndarray) -> str:
+    """Digest of a target filter's output on the reference's joint coordinates (identifies the filter)."""
+    return hashlib.sha256(np.ascontiguousarray(coords, dtype=np.float64).tobytes()).hexdigest()[:16]
 
 
 def data_fingerprint(character, ref) -> str:
     """SHA-256 over the character's physical arrays and the reference the projection tracks."""
     h = hashlib.sha256()
     arrays = [
-        ref.coords, ref.body_pos, ref.body_rot, ref.com_vel, np.array([ref.fps]),
+        ref.coords, ref.body_pos, ref.body_rot, ref.com_vel, np.array([ref.fps, character.height]),
         character.body_parent, character.body_mass, character.body_com, character.body_inertia,
         character.stiffness, character.damping, character.armature, character.limit_lower, character.limit_upper,
         character.capsule_radii, character.parent_anchor_pos, character.parent_anchor_rot, character.child_anchor_rot,
         [c.endpoints for c in character.capsules], character.support_body,
+        np.array(sorted(character.collision_filter_pairs), dtype=np.float64).reshape(-1, 2),
     ]  # fmt: skip
     for a in arrays:
         a = np.ascontiguousarray(np.asarray(a, dtype=np.float64))
@@ -168,17 +187,39 @@ def save(path: Path, state: ProjectionState, settings: dict, fingerprint: str) -
     }
     arrays["meta"] = np.array(json.dumps(meta))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    umask = os.umask(0)
-    os.umask(umask)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies: usual permissions
     try:
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the checkpoint the usual permissions
         with os.fdopen(fd, "wb") as f:
             np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())  # the data is on disk before the rename makes it the checkpoint
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+    _fsync_folder(path.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - folders that cannot be opened (some platforms)
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def remove_stale_temporaries(path: Path) -> None:
+    """Removes temporary files a killed save left beside ``path``."""
+    path = Path(path)
+    if path.parent.is_dir():
+        for stale in path.parent.glob(f".{path.name}.*.tmp"):
+            stale.unlink(missing_ok=True)
 
 
 def load(path: Path, settings: dict, fingerprint: str) -> ProjectionState:
@@ -189,33 +230,40 @@ def load(path: Path, settings: dict, fingerprint: str) -> ProjectionState:
         with np.load(path, allow_pickle=False) as z:
             data = {k: z[k] for k in z.files}
         meta = json.loads(str(data.pop("meta")))
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as e:
-        raise CheckpointError(f"{path}: not a readable projection checkpoint ({e})") from e
-    if meta.get("format") != "kinedistill projection checkpoint" or meta.get("version") != FORMAT_VERSION:
-        raise CheckpointError(f"{path}: not a projection checkpoint of format version {FORMAT_VERSION}")
-    if meta["settings"] != settings:
-        old, new = _flat(meta["settings"]), _flat(settings)
+        if meta.get("format") != "kinedistill projection checkpoint" or meta.get("version") != FORMAT_VERSION:
+            raise CheckpointError(f"{path}: not a projection checkpoint of format version {FORMAT_VERSION}")
+        saved_settings, saved_fingerprint = meta["settings"], meta["fingerprint"]
+    except CheckpointError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, zipfile.BadZipFile, EOFError) as e:
+        raise CheckpointError(f"{path}: not a readable projection checkpoint ({type(e).__name__}: {e})") from e
+    if saved_settings != settings:
+        old, new = _flat(saved_settings), _flat(settings)
         diff = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
         raise CheckpointError(
             f"{path}: checkpoint was written with different settings (differs in: {', '.join(diff)}); "
             "run without resume to start over"
         )
-    if meta["fingerprint"] != fingerprint:
+    if saved_fingerprint != fingerprint:
         raise CheckpointError(
             f"{path}: checkpoint was written for a different character or reference motion; "
             "run without resume to start over"
         )
-    sweeps = []
-    for i, sm in enumerate(meta["sweeps"]):
-        kw = {name: data[f"sweep{i}_{name}"] for name in _SWEEP_ARRAYS}
-        kw.update(sm)
-        kw["blowup"] = tuple(sm["blowup"]) if sm["blowup"] is not None else None
-        kw["window_costs"] = [float(c) for c in sm["window_costs"]]
-        sweeps.append(Sweep(**kw))
-    return ProjectionState(
-        start_plan=data["start_plan"],
-        sweeps=sweeps,
-        rng_state=meta["rng_state"],
-        elapsed_s=float(meta["elapsed_s"]),
-        ilc_time_s=float(meta["ilc_time_s"]),
-    )
+    try:
+        sweeps = []
+        for i, sm in enumerate(meta["sweeps"]):
+            kw = {name: data[f"sweep{i}_{name}"] for name in _SWEEP_ARRAYS}
+            kw.update({name: sm[name] for name in _SWEEP_SCALARS})
+            kw["f0"], kw["rollout_frames"], kw["done"] = int(sm["f0"]), int(sm["rollout_frames"]), bool(sm["done"])
+            kw["blowup"] = (int(sm["blowup"][0]), str(sm["blowup"][1])) if sm["blowup"] is not None else None
+            kw["window_costs"] = [float(c) for c in sm["window_costs"]]
+            sweeps.append(Sweep(**kw))
+        return ProjectionState(
+            start_plan=data["start_plan"],
+            sweeps=sweeps,
+            rng_state=dict(meta["rng_state"]),
+            elapsed_s=float(meta["elapsed_s"]),
+            ilc_time_s=float(meta["ilc_time_s"]),
+        )
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise CheckpointError(f"{path}: not a readable projection checkpoint ({type(e).__name__}: {e})") from e

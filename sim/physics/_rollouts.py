@@ -63,7 +63,7 @@ class RolloutWorlds:
     def close(self) -> None:
         """Stops the worker threads."""
         if self._pool is not None:
-            self._pool.shutdown()
+            self._pool.shutdown(cancel_futures=True)  # after an error or Ctrl-C, queued batches do not start
             self._pool = None
 
     def _split(self, a: np.ndarray, axis: int) -> list[np.ndarray]:

@@ -237,7 +237,11 @@ def project(
     settings = fingerprint = None
     state = None
     if checkpoint is not None:
-        settings = ckpt.settings_dict(tracking, cfg, target_filter is not None)
+        ckpt.remove_stale_temporaries(checkpoint.path)
+        filter_key = None
+        if target_filter is not None:
+            filter_key = ckpt.filter_digest(apply_target_filter(character, ref, ref.coords, target_filter))
+        settings = ckpt.settings_dict(tracking, cfg, character.config, filter_key)
         fingerprint = ckpt.data_fingerprint(character, ref)
         if checkpoint.resume and checkpoint.path.is_file():
             state = ckpt.load(checkpoint.path, settings, fingerprint)

@@ -178,3 +178,23 @@ def test_killed_projection_resumes_to_the_unbroken_result(tmp_path):
     assert other.returncode == 2
     assert "projection_checkpoint.npz: checkpoint was written with different settings" in other.stderr
     assert "projection.samples" in other.stderr and (killed / "metrics.json").read_bytes() == before
+
+
+def test_ctrl_c_exits_130_and_names_the_checkpoint(tmp_path):
+    out = tmp_path / "interrupted"
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), *SMALL_PROJECTION, "--output", str(out)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.time() + 300
+    try:
+        while (
+            time.time() < deadline and proc.poll() is None and _checkpoint_frames(out / "projection_checkpoint.npz") < 4
+        ):
+            time.sleep(0.02)
+        assert proc.poll() is None, "the run finished before it could be interrupted"
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "interrupted: continue with --resume" in stderr and "Traceback" not in stderr
+    assert not (out / "metrics.json").exists()

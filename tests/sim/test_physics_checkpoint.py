@@ -91,6 +91,24 @@ def test_interrupted_projection_resumes_to_the_unbroken_result(
     assert res.info["rollout_world_frames"] == full.info["rollout_world_frames"]
     assert full.info["resumed"] is None
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt.npz"]  # written atomically: no temporary files left
+    assert path.stat().st_mode & 0o777 == 0o666 & ~_umask()  # the usual permissions, not mkstemp's 0600
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_a_killed_saves_temporary_file_is_removed(case, tmp_path):
+    ch, ref = case
+    stale = tmp_path / ".job.npz.123.456.tmp"
+    stale.write_bytes(b"half a checkpoint")
+    short = ProjectionConfig(samples=2, iterations=1, window_frames=8, commit_frames=4, ilc_passes=0, passes=1)
+    project(ch, ref, TrackingConfig(), short, checkpoint=ProjectionCheckpoint(tmp_path / "job.npz"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.npz"]
 
 
 def test_finished_checkpoint_returns_without_simulating(case, unbroken, tmp_path):
@@ -124,6 +142,24 @@ def test_checkpoints_of_other_jobs_are_refused(case, tmp_path):
         project(ch, slower, TrackingConfig(), short, checkpoint=again)
     with pytest.raises(CheckpointError, match=r"job\.npz: .*settings \(differs in: target_filter\)"):
         project(ch, ref, TrackingConfig(), short, checkpoint=again, target_filter=lambda m: m)
+    no_self = build_character(ch.rig, ref.motion, CharacterConfig(stiffness_hz=4.0, self_collision=False))
+    with pytest.raises(CheckpointError, match=r"differs in: character\.self_collision"):
+        project(no_self, reference_trajectory(no_self, ref.motion), TrackingConfig(), short, checkpoint=again)
+    # a filtered run refuses another filter (identified by its output on the reference)
+    filtered = ProjectionCheckpoint(tmp_path / "filtered.npz")
+    project(ch, ref, TrackingConfig(), short, checkpoint=filtered, target_filter=lambda m: m)
+    rest = ch.rig.rest_rotations
+
+    def freeze(m):
+        return type(m)(m.fps, m.root_translations, np.repeat(rest[None], m.frame_count, 0))
+
+    with pytest.raises(CheckpointError, match=r"filtered\.npz: .*differs in: target_filter"):
+        project(ch, ref, TrackingConfig(), short, target_filter=freeze,
+                checkpoint=ProjectionCheckpoint(filtered.path, resume=True))  # fmt: skip
+    # a readable archive without the checkpoint's structure, and a truncated file
+    np.savez(tmp_path / "other.npz", meta=np.array('{"format": "kinedistill projection checkpoint", "version": 1}'))
+    with pytest.raises(CheckpointError, match=r"other\.npz: not a readable projection checkpoint \(KeyError"):
+        project(ch, ref, TrackingConfig(), short, checkpoint=ProjectionCheckpoint(tmp_path / "other.npz", resume=True))
     path.write_bytes(path.read_bytes()[:100])  # a truncated file
     with pytest.raises(CheckpointError, match=r"job\.npz: not a readable projection checkpoint"):
         project(ch, ref, TrackingConfig(), short, checkpoint=again)
