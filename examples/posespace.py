@@ -247,8 +247,16 @@ def run_evaluate(cfg: Evaluate) -> str:
     train_set, heldout = PoseSet.from_specs(cfg.data, cfg.fps).split_by_clip(cfg.heldout)
     if not heldout.rigs:
         raise InputError(", ".join(cfg.data), "heldout", f"no clip named {', '.join(cfg.heldout)}")
+    from tqdm import tqdm
+
     t0 = time.perf_counter()
-    metrics = evaluate(space, heldout, cfg.eval, train_set)
+    with tqdm(total=len(heldout.rigs) + len(cfg.eval.zero_shot), desc="evaluate", unit="skeleton") as bar:
+
+        def progress(done: int, total: int, label: str) -> None:
+            bar.set_postfix_str(label, refresh=False)
+            bar.update(done - bar.n)
+
+        metrics = evaluate(space, heldout, cfg.eval, train_set, progress=progress)
     metrics["seconds"] = time.perf_counter() - t0
     with atomic_output(cfg.output / "metrics.json") as tmp:
         tmp.write_text(json.dumps(metrics, indent=2, default=str))

@@ -10,6 +10,7 @@ Zero-shot skeletons (absent from training) get sample validity, APD and exact se
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -237,19 +238,30 @@ def evaluate_zero_shot(space: PoseSpace, source: str, cfg: EvalConfig | None = N
     return out
 
 
-def evaluate(space: PoseSpace, heldout: PoseSet, cfg: EvalConfig | None = None, train: PoseSet | None = None) -> dict:
+def evaluate(
+    space: PoseSpace, heldout: PoseSet, cfg: EvalConfig | None = None, train: PoseSet | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> dict:  # fmt: skip
     """Figures for every held-out skeleton and every zero-shot skeleton.
 
     Args:
         train: the training poses (optional): adds each skeleton's ``prdc_training_data`` reference.
+        progress: called before each skeleton with (skeletons done, skeletons in all, what comes next).
     """
     cfg = cfg or EvalConfig()
     out: dict = {"heldout": {}, "zero_shot": {}}
-    for r in heldout.rigs:
+    total = len(heldout.rigs) + len(cfg.zero_shot)
+    for i, r in enumerate(heldout.rigs):
         rig = r.pose_rig.rig
+        if progress is not None:
+            progress(i, total, f"held-out {', '.join(r.clip_names)}")
         seen = train.find(rig) if train is not None else None
         figures = evaluate_rig(space, rig, r.poses, cfg, None if seen is None else seen.poses)
         out["heldout"][rig.name] = {"clips": r.clip_names, **figures}
-    for source in cfg.zero_shot:
+    for i, source in enumerate(cfg.zero_shot):
+        if progress is not None:
+            progress(len(heldout.rigs) + i, total, f"zero-shot {source}")
         out["zero_shot"][source] = evaluate_zero_shot(space, source, cfg)
+    if progress is not None:
+        progress(total, total, "done")
     return out

@@ -80,11 +80,14 @@ def test_ik_and_interpolate(checkpoint, tmp_path):
 
 def test_evaluate_writes_metrics(checkpoint, tmp_path):
     out = tmp_path / "eval"
-    ok(run("evaluate", "--checkpoint", str(checkpoint), "--output", str(out), "--data", "procedural:quadruped",
-           "--heldout", "idle", "--eval.samples", "8", "--eval.max-real", "30", "--eval.ik-poses", "2",
-           "--eval.projection-poses", "2", "--eval.interpolation-pairs", "1", "--eval.interpolation-steps", "3",
-           "--eval.zero-shot", "procedural:biped", "--sampling.project-steps", "1", "--sampling.ik-steps", "1",
-           "--sampling.ik-dls-iters", "1", "--sampling.interpolation-steps", "1", *FAST_SAMPLING))  # fmt: skip
+    proc = run("evaluate", "--checkpoint", str(checkpoint), "--output", str(out), "--data", "procedural:quadruped",
+               "--heldout", "idle", "--eval.samples", "8", "--eval.max-real", "30", "--eval.ik-poses", "2",
+               "--eval.projection-poses", "2", "--eval.interpolation-pairs", "1", "--eval.interpolation-steps", "3",
+               "--eval.zero-shot", "procedural:biped", "--sampling.project-steps", "1", "--sampling.ik-steps", "1",
+               "--sampling.ik-dls-iters", "1", "--sampling.interpolation-steps", "1", *FAST_SAMPLING)  # fmt: skip
+    ok(proc)
+    # a progress bar over the skeletons (held-out quadruped, zero-shot biped)
+    assert "evaluate" in proc.stderr and "2/2" in proc.stderr and "zero-shot procedural:biped" in proc.stderr
     metrics = json.loads((out / "metrics.json").read_text())
     quad = metrics["heldout"]["quadruped"]
     for key in (
