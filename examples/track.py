@@ -66,6 +66,13 @@ class TrackConfig:
     """At most this many preview frames (every n-th frame is drawn)."""
     audit: bool = True
     """Write the plausibility audit of the physical motion to OUTPUT/audit/."""
+    pose_space: Path | None = None
+    """A pose-space checkpoint (examples/posespace.py train): its target filter projects the PD target frames that
+    fail its validators (self-intersection, hyperextension, twist) onto the pose space before they are tracked."""
+    pose_space_strength: float | None = None
+    """Projection strength of the pose-space filter (default: the checkpoint's sampling setting)."""
+    pose_space_all_frames: bool = False
+    """Project every target frame through the pose space, not only the frames failing a validator."""
     resume: bool = False
     """Projection: continue an interrupted run from OUTPUT/projection_checkpoint.npz (same motion and settings)."""
     checkpoint_interval_s: float = 30.0
@@ -115,7 +122,40 @@ def _feasibility_note(character, ref, cfg: TrackConfig) -> str | None:
 CHECKPOINT_NAME = "projection_checkpoint.npz"
 
 
-def _project(character, ref, cfg: TrackConfig):
+def _pose_space_filter(cfg: TrackConfig, prepared):
+    """The pose-space target filter of ``--pose-space`` (or None) and what it does to the reference's frames."""
+    if cfg.pose_space is None:
+        return None, None
+    import numpy as np
+
+    # examples/posespace.py sits beside this file: keep this folder off the path so the package is imported
+    here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+    from posespace import PoseSpace
+
+    if cfg.pose_space_strength is not None and not 0.0 <= cfg.pose_space_strength <= 1.0:
+        raise ValueError(f"--pose-space-strength: must lie in [0, 1], got {cfg.pose_space_strength}")
+    space = PoseSpace.load(cfg.pose_space)
+    rig, motion = prepared.rig, prepared.motion
+    target_filter = space.target_filter(rig, cfg.pose_space_strength, only_invalid=not cfg.pose_space_all_frames)
+    pr = space.pose_rig(rig)
+    invalid = ~space.validators(rig).check(pr.encode(motion)).valid
+    changed = np.any(target_filter(motion).rotations != motion.rotations, axis=(1, 2))
+    info = {
+        "pose_space": str(cfg.pose_space),
+        "strength": cfg.pose_space_strength if cfg.pose_space_strength is not None else space.sampling.project_strength,
+        "all_frames": cfg.pose_space_all_frames,
+        "reference_frames_failing_validators": int(invalid.sum()),
+        "reference_frames_projected": int(changed.sum()),
+    }
+    print(
+        f"pose space {cfg.pose_space}: {info['reference_frames_failing_validators']} of {motion.frame_count} reference "
+        f"frames fail its validators; the filter changes {info['reference_frames_projected']}"
+    )
+    return target_filter, info
+
+
+def _project(character, ref, cfg: TrackConfig, target_filter=None):
     """The physics projection with a progress bar and a checkpoint in the output folder."""
     from tqdm import tqdm
 
@@ -130,7 +170,8 @@ def _project(character, ref, cfg: TrackConfig):
         bar.update(done - bar.n)
 
     try:
-        result = project(character, ref, cfg.tracking, cfg.projection, progress=progress, checkpoint=checkpoint)
+        result = project(character, ref, cfg.tracking, cfg.projection, target_filter=target_filter,
+                         progress=progress, checkpoint=checkpoint)  # fmt: skip
     finally:
         bar.close()
     if result.info.get("resumed"):
@@ -153,8 +194,9 @@ def main(cfg: TrackConfig) -> int:
             ground_height_m=cfg.tracking.contact.ground_height_m,
         )  # fmt: skip
         character = build_character(prepared.rig, prepared.motion, cfg.character)  # e.g. an unknown joint name
+        target_filter, filter_info = _pose_space_filter(cfg, prepared)
         make_folder(cfg.output)  # the inputs are good: fail on the output before a long simulation, not after it
-    except (InputError, RigError, ValueError) as e:
+    except (InputError, RigError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyError as e:
@@ -175,11 +217,11 @@ def main(cfg: TrackConfig) -> int:
     if cfg.method == "pd":
         if cfg.resume:
             print("warning: --resume applies to --method projection only; PD tracking runs from the start")
-        result = track(character, ref, cfg.tracking)
+        result = track(character, ref, cfg.tracking, target_filter=target_filter)
     else:
         ckpt = cfg.output / CHECKPOINT_NAME
         try:
-            result = _project(character, ref, cfg)
+            result = _project(character, ref, cfg, target_filter)
         except CheckpointError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -202,6 +244,7 @@ def main(cfg: TrackConfig) -> int:
         root_motion_added=prepared.root_motion_added,
         solver=result.info.get("solver"),
         substeps=result.info.get("substeps"),
+        target_filter=filter_info,
         info=result.info,
     )
     out = cfg.output

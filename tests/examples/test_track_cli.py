@@ -198,3 +198,45 @@ def test_ctrl_c_exits_130_and_names_the_checkpoint(tmp_path):
     assert proc.returncode == 130, stderr
     assert "interrupted: continue with --resume" in stderr and "Traceback" not in stderr
     assert not (out / "metrics.json").exists()
+
+
+@pytest.fixture(scope="module")
+def quadruped_pose_space(tmp_path_factory) -> Path:
+    """A tiny pose space trained (a few steps) on the procedural quadruped's clips."""
+    from posespace import ModelConfig, PoseSet, TrainConfig, train
+    from sim import characters
+
+    rig, clips = characters.build("quadruped")
+    poses = PoseSet()
+    for name, clip in clips.items():
+        poses.add(rig, clip, name, fps=None)
+    out = tmp_path_factory.mktemp("posespace")
+    cfg = TrainConfig(output=out, steps=3, batch_size=8, model=ModelConfig(width=16, depth=1), progress=False,
+                      heldout=(), validator_poses=4)  # fmt: skip
+    train(cfg, poses)
+    return out / "posespace.pt"
+
+
+def test_pose_space_filter_constrains_the_targets(tmp_path, quadruped_pose_space):
+    args = ["--method", "pd", "--no-preview", "--no-audit"]
+    plain = tmp_path / "plain"
+    assert run(*args, "--output", str(plain)).returncode == 0
+    filtered = tmp_path / "filtered"
+    proc = run(*args, "--output", str(filtered), "--pose-space", str(quadruped_pose_space), "--pose-space-all-frames",
+               "--pose-space-strength", "0.5")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    a = json.loads((plain / "metrics.json").read_text())
+    b = json.loads((filtered / "metrics.json").read_text())
+    assert a["target_filter"] is None
+    info = b["target_filter"]
+    assert info["pose_space"] == str(quadruped_pose_space) and info["strength"] == 0.5
+    # every reference frame went through the pose space, so the simulated motion changed
+    assert info["reference_frames_projected"] == b["frames"]
+    assert b["joint_angle_error_deg"] != a["joint_angle_error_deg"]
+    assert "the filter changes" in proc.stdout
+    # a file that is not a pose-space checkpoint is refused by name before any simulation
+    bad = tmp_path / "bad.pt"
+    bad.write_text("not a checkpoint")
+    proc = run(*args, "--output", str(tmp_path / "x"), "--pose-space", str(bad))
+    assert proc.returncode == 2 and "bad.pt: not a readable torch checkpoint" in proc.stderr
+    assert not (tmp_path / "x").exists()
