@@ -22,7 +22,8 @@ __all__ = ["PosePrior", "SelfCollisionCapsules", "ground_penalty", "smoothness"]
 
 PosePrior = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 """Pose-prior hook: ``prior(rotations (F, J, 4) local quats xyzw, world (F, J, 7)) -> scalar`` (lower is
-more plausible). The pose-space package provides one; None disables the term."""
+more plausible). ``posespace.PoseSpace.pose_prior(rig)`` provides one (``examples/distill.py --pose-prior``); None
+disables the term."""
 
 
 def smoothness(world: torch.Tensor, body_length: float) -> torch.Tensor:

@@ -84,6 +84,11 @@ class DistillCLI:
     threads: int | None = None
     """Torch CPU threads (default: 1 for the oracle on CPU, whose small torch ops lose more to thread overhead
     than they gain, measured 2-4x on a busy 2-core machine; torch's default otherwise)."""
+    pose_prior: Path | None = None
+    """A pose-space checkpoint (examples/posespace.py train) as the pose-prior loss term: its validators' smooth loss
+    (self-intersection, hyperextension, twist) plus a small pull towards its learned pose distribution."""
+    pose_prior_weight: float | None = None
+    """Weight of the pose-prior term (default: the preset's ``weights.pose_prior``)."""
     quiet: bool = False
     """No progress bar."""
     audit: bool = True
@@ -114,7 +119,12 @@ def build_config(cli: DistillCLI):
             o = dataclasses.replace(o, **{name: getattr(cli, name)})
     frames = cfg.frames if cli.frames is None else cli.frames
     fps = cfg.fps if cli.fps is None else cli.fps
-    return dataclasses.replace(cfg, frames=frames, fps=fps, render=r, guidance=g, optim=o)
+    w = cfg.weights
+    if cli.pose_prior_weight is not None:
+        if not 0.0 <= cli.pose_prior_weight < float("inf"):
+            raise ValueError(f"--pose-prior-weight: must be a finite number >= 0, got {cli.pose_prior_weight}")
+        w = dataclasses.replace(w, pose_prior=cli.pose_prior_weight)
+    return dataclasses.replace(cfg, frames=frames, fps=fps, render=r, guidance=g, optim=o, weights=w)
 
 
 def main(cli: DistillCLI) -> int:
@@ -140,7 +150,16 @@ def main(cli: DistillCLI) -> int:
                 print("error: --guidance oracle needs --oracle-clip NAME", file=sys.stderr)
                 return 2
             oracle = sample_clip(asset.clip(cli.oracle_clip), cfg.frames, cfg.fps)
-        distiller = Distiller(asset.rig, cfg, cli.output, oracle_motion=oracle, device=device)
+        prior = None
+        if cli.pose_prior is not None:
+            from posespace import PoseSpace
+
+            try:
+                prior = PoseSpace.load(cli.pose_prior).pose_prior(asset.rig)
+            except (FileNotFoundError, ValueError) as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
+        distiller = Distiller(asset.rig, cfg, cli.output, oracle_motion=oracle, device=device, pose_prior=prior)
         result = distiller.run(resume=cli.resume, progress=not cli.quiet)
     except (InputError, RigError, GuidanceModelError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -219,6 +219,25 @@ class PoseRig:
             }
         return self._torch_cache[key]
 
+    def encode_torch(self, rotations: torch.Tensor) -> torch.Tensor:
+        """Differentiable :meth:`encode_rotations` + 6D: local joint rotations [quat xyzw] (..., J, 4) -> 6D poses
+        (..., J, 6) (root heading removed, inactive joints identity)."""
+        from sim.torch_ops import quat_multiply, quat_to_rot6d
+
+        from ._rotations import quat_conjugate_t
+
+        c = self.torch_constants(rotations.device, rotations.dtype)
+        q = rotations / rotations.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        pre, post = c["pre"].expand_as(q), c["post"].expand_as(q)
+        d = quat_multiply(quat_multiply(quat_conjugate_t(pre), q), quat_conjugate_t(post))
+        root = torch.where(d[..., 0, 3:4] < 0, -d[..., 0, :], d[..., 0, :])
+        norm = torch.sqrt(root[..., 0] ** 2 + root[..., 3] ** 2 + 1e-12)
+        zero = torch.zeros_like(norm)
+        twist = torch.stack([root[..., 0] / norm, zero, zero, root[..., 3] / norm], dim=-1)
+        d = torch.cat([quat_multiply(quat_conjugate_t(twist), root)[..., None, :], d[..., 1:, :]], dim=-2)
+        x = quat_to_rot6d(d)
+        return torch.where(c["active"][:, None], x, c["identity6d"])
+
     def decode_torch(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Differentiable decode of 6D poses (..., J, 6).
 

@@ -457,6 +457,20 @@ class PoseSpace:
 
         return target_filter
 
+    def pose_prior(
+        self, rig: Rig, manifold_weight: float = 0.02, manifold_time: float = 0.1, seed: int = 0
+    ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """A differentiable pose prior for trajectory optimization (``distill.losses.PosePrior``).
+
+        ``prior(rotations (F, J, 4) local quats xyzw, world (F, J, 7)) -> scalar``: the mean over frames of the
+        validators' smooth loss plus ``manifold_weight`` x the squared distance (model units) between each pose
+        and the denoiser's clean estimate of it noised to ``manifold_time`` (fixed noise from ``seed``: a
+        deterministic function of the poses). Gradients flow to ``rotations``; ``world`` is not used.
+        """
+        from ._prior import make_pose_prior
+
+        return make_pose_prior(self, rig, manifold_weight, manifold_time, seed)
+
     def with_sampling(self, **changes) -> PoseSpace:
         """A view of this pose space with changed sampling settings (shares the model)."""
         out = PoseSpace.__new__(PoseSpace)

@@ -148,3 +148,22 @@ def test_bad_settings_exit_with_status_2(tmp_path, capsys, extra, message):
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip() and "CUDA driver" not in line]
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
     assert not (tmp_path / "bad").exists()
+
+
+def test_pose_space_as_pose_prior(tmp_path):
+    from pose_spaces import tiny_pose_space
+
+    checkpoint = tiny_pose_space("quadruped", tmp_path / "posespace")
+    args = ["--asset", "procedural:quadruped", "--guidance", "tiny", "--steps", "2", "--no-audit", *SMALL]
+    plain, with_prior = tmp_path / "plain", tmp_path / "prior"
+    assert _run(*args, "--output", str(plain)).returncode == 0
+    proc = _run(*args, "--output", str(with_prior), "--pose-prior", str(checkpoint), "--pose-prior-weight", "2")
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(open(with_prior / "loss_log.csv")))
+    assert all(float(r["pose_prior"]) > 0 for r in rows)  # the term is computed and logged
+    assert json.loads((with_prior / "config.json").read_text())["weights"]["pose_prior"] == 2.0
+    assert all(float(r["pose_prior"]) == 0 for r in csv.DictReader(open(plain / "loss_log.csv")))
+    bad = tmp_path / "bad.pt"
+    bad.write_text("no")
+    proc = _run(*args, "--output", str(tmp_path / "x"), "--pose-prior", str(bad))
+    assert proc.returncode == 2 and "bad.pt: not a readable torch checkpoint" in proc.stderr

@@ -202,19 +202,9 @@ def test_ctrl_c_exits_130_and_names_the_checkpoint(tmp_path):
 
 @pytest.fixture(scope="module")
 def quadruped_pose_space(tmp_path_factory) -> Path:
-    """A tiny pose space trained (a few steps) on the procedural quadruped's clips."""
-    from posespace import ModelConfig, PoseSet, TrainConfig, train
-    from sim import characters
+    from pose_spaces import tiny_pose_space
 
-    rig, clips = characters.build("quadruped")
-    poses = PoseSet()
-    for name, clip in clips.items():
-        poses.add(rig, clip, name, fps=None)
-    out = tmp_path_factory.mktemp("posespace")
-    cfg = TrainConfig(output=out, steps=3, batch_size=8, model=ModelConfig(width=16, depth=1), progress=False,
-                      heldout=(), validator_poses=4)  # fmt: skip
-    train(cfg, poses)
-    return out / "posespace.pt"
+    return tiny_pose_space("quadruped", tmp_path_factory.mktemp("posespace"))
 
 
 def test_pose_space_filter_constrains_the_targets(tmp_path, quadruped_pose_space):

@@ -1,0 +1,57 @@
+"""The pose space as a differentiable pose prior for trajectory optimization (``distill.losses.PosePrior``).
+
+``prior(rotations (F, J, 4), world (F, J, 7)) -> scalar``: the mean over frames of
+
+* the validators' smooth loss (self-intersection of the skinned body parts, hyperextension beyond the calibrated
+  swing / twist limits, bone collapse): zero for poses well inside, growing with the violation;
+* ``manifold_weight`` x the squared distance (model units) between the pose and the denoiser's estimate of its clean
+  version after noising it to diffusion time ``manifold_time`` -- the score-distillation direction of the pose
+  model, pulling each frame towards the learned pose distribution. The noise is drawn once per frame count from
+  ``seed``, so the prior is a deterministic function of the poses (a resumed optimization retraces itself).
+
+The root's world heading and translation are not part of a pose; ``world`` is not used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from sim import Rig
+
+__all__ = ["make_pose_prior"]
+
+
+def make_pose_prior(
+    space, rig: Rig, manifold_weight: float = 0.02, manifold_time: float = 0.1, seed: int = 0
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """See :meth:`posespace.PoseSpace.pose_prior`."""
+    if not (manifold_weight >= 0.0 and manifold_weight < float("inf")):
+        raise ValueError(f"manifold_weight: must be a finite number >= 0, got {manifold_weight}")
+    if not 0.0 < manifold_time < 1.0:
+        raise ValueError(f"manifold_time: must be a diffusion time in (0, 1), got {manifold_time}")
+    ctx = space.context(rig)
+    pr = ctx.pose_rig
+    noise: dict[int, torch.Tensor] = {}
+    ab = space.diffusion.alpha_bar(torch.tensor(float(manifold_time)))
+
+    def prior(rotations: torch.Tensor, world: torch.Tensor | None = None) -> torch.Tensor:
+        if rotations.ndim != 3 or rotations.shape[1:] != (pr.joint_count, 4):
+            raise ValueError(f"pose prior: rotations must be (F, {pr.joint_count}, 4), got {tuple(rotations.shape)}")
+        poses = pr.encode_torch(rotations)  # (F, J, 6)
+        val = ctx.validators
+        loss = val.loss(poses.to(val.dtype)).to(rotations.dtype).mean()
+        if manifold_weight > 0.0:
+            x = space.to_model(ctx, poses)  # (F, A, 6), differentiable
+            n = x.shape[0]
+            if n not in noise:
+                gen = torch.Generator().manual_seed(int(seed))
+                noise[n] = torch.randn(x.shape, generator=gen, dtype=torch.float32)
+            x_t = ab.sqrt() * x.detach() + (1.0 - ab).sqrt() * noise[n].to(x.device)
+            with torch.no_grad():
+                x0_hat, _ = space.diffusion.predict(space.model, x_t, manifold_time, ctx.cond(n))
+            loss = loss + manifold_weight * ((x - x0_hat) ** 2).sum(dim=(1, 2)).mean().to(rotations.dtype)
+        return loss
+
+    return prior
