@@ -38,7 +38,12 @@ from .losses import PosePrior, SelfCollisionCapsules, ground_penalty, smoothness
 from .renderer import RenderConfig, VideoRenderer
 from .trajectory import Trajectory
 
-__all__ = ["DistillConfig", "DistillResult", "Distiller", "LossWeights", "OptimConfig", "config_to_dict"]
+__all__ = ["DistillConfig", "DistillResult", "Distiller", "LossWeights", "OptimConfig", "ResumeError", "config_to_dict"]
+
+
+class ResumeError(ValueError):
+    """A checkpoint that this run cannot continue: written with another config or pose prior."""
+
 
 LOSS_TERMS = ("sds", "smoothness", "ground", "self_collision", "pose_prior")
 SOFTNESS_LEVELS = 8
@@ -216,6 +221,8 @@ class Distiller:
         self.body_length = self.renderer.body_length
         self.self_collision = SelfCollisionCapsules(rig)
         self.pose_prior = pose_prior
+        # the prior's identity (its ``key`` attribute, e.g. PoseSpace.pose_prior's) is part of the run's config
+        self.pose_prior_key = None if pose_prior is None else str(getattr(pose_prior, "key", "unnamed callable"))
         self.oracle_motion = oracle_motion
         if guidance is None:
             target = None
@@ -317,7 +324,7 @@ class Distiller:
         if resume and (out / "checkpoint.pt").is_file():
             start, log = self._load_checkpoint(out / "checkpoint.pt")
         with atomic_output(out / "config.json") as tmp:
-            tmp.write_text(json.dumps(config_to_dict(cfg), indent=2))
+            tmp.write_text(json.dumps(self._config_dict(), indent=2))
         weights = dataclasses.asdict(cfg.weights)
         bar = tqdm(range(start, o.steps), initial=start, total=o.steps, disable=not progress, desc="distill")
         video, ran = None, 0
@@ -409,18 +416,23 @@ class Distiller:
             "trajectory": self.trajectory.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "log": log,
-            "config": config_to_dict(self.config),
+            "config": self._config_dict(),
         }
         with atomic_output(path) as tmp:
             torch.save(state, tmp)
         self._write_log(self.output_dir / "loss_log.csv", log)
 
+    def _config_dict(self) -> dict:
+        """The run's config as written to config.json and checked on resume (with the pose prior's identity)."""
+        return {**config_to_dict(self.config), "pose_prior": self.pose_prior_key}
+
     def _load_checkpoint(self, path: Path) -> tuple[int, list[dict]]:
         state = torch.load(path, map_location=self.device, weights_only=False)
-        saved, now = state["config"], config_to_dict(self.config)
+        saved, now = dict(state["config"]), self._config_dict()
+        saved.setdefault("pose_prior", None)  # checkpoints from before the prior's identity was recorded
         if saved != now:
             diff = sorted(_diff_keys(saved, now))
-            raise ValueError(f"{path}: checkpoint was written with a different config (differs in: {', '.join(diff)})")
+            raise ResumeError(f"{path}: checkpoint was written with a different config (differs in: {', '.join(diff)})")
         self.trajectory.load_state_dict(state["trajectory"])
         self.optimizer.load_state_dict(state["optimizer"])
         return int(state["step"]), list(state["log"])

@@ -27,7 +27,7 @@ import torch  # noqa: E402
 import tyro  # noqa: E402
 
 from distill.guidance import GuidanceKind, GuidanceModelError  # noqa: E402
-from distill.optimize import Distiller  # noqa: E402
+from distill.optimize import Distiller, ResumeError  # noqa: E402
 from distill.presets import preset  # noqa: E402
 from distill.trajectory import sample_clip  # noqa: E402
 from sim import RigError  # noqa: E402
@@ -88,7 +88,7 @@ class DistillCLI:
     """A pose-space checkpoint (examples/posespace.py train) as the pose-prior loss term: its validators' smooth loss
     (self-intersection, hyperextension, twist) plus a small pull towards its learned pose distribution."""
     pose_prior_weight: float | None = None
-    """Weight of the pose-prior term (default: the preset's ``weights.pose_prior``)."""
+    """Weight of the pose-prior term (default: the preset's ``weights.pose_prior``; needs --pose-prior)."""
     quiet: bool = False
     """No progress bar."""
     audit: bool = True
@@ -133,6 +133,8 @@ def main(cli: DistillCLI) -> int:
         cfg = build_config(cli)  # every setting is checked here (ValueError naming the field)
         if cli.threads is not None and cli.threads < 1:
             raise ValueError(f"--threads: must be >= 1, got {cli.threads}")
+        if cli.pose_prior_weight is not None and cli.pose_prior is None:
+            raise ValueError("--pose-prior-weight: needs --pose-prior CHECKPOINT")
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -161,7 +163,7 @@ def main(cli: DistillCLI) -> int:
                 return 2
         distiller = Distiller(asset.rig, cfg, cli.output, oracle_motion=oracle, device=device, pose_prior=prior)
         result = distiller.run(resume=cli.resume, progress=not cli.quiet)
-    except (InputError, RigError, GuidanceModelError) as e:
+    except (InputError, RigError, GuidanceModelError, ResumeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyError as e:  # unknown clip; the message lists the available ones

@@ -33,6 +33,7 @@ from sim.physics import (
     ProjectionConfig,
     ReferenceConfig,
     TrackingConfig,
+    apply_target_filter,
     build_character,
     dynamic_feasibility,
     prepare_reference,
@@ -122,12 +123,12 @@ def _feasibility_note(character, ref, cfg: TrackConfig) -> str | None:
 CHECKPOINT_NAME = "projection_checkpoint.npz"
 
 
-def _pose_space_filter(cfg: TrackConfig, prepared):
-    """The pose-space target filter of ``--pose-space`` (or None) and what it does to the reference's frames."""
+def _pose_space_filter(cfg: TrackConfig, rig):
+    """The pose-space target filter of ``--pose-space`` and its pose space (or None, None)."""
     if cfg.pose_space is None:
+        if cfg.pose_space_strength is not None or cfg.pose_space_all_frames:
+            raise ValueError("--pose-space-strength / --pose-space-all-frames: need --pose-space CHECKPOINT")
         return None, None
-    import numpy as np
-
     # examples/posespace.py sits beside this file: keep this folder off the path so the package is imported
     here = Path(__file__).resolve().parent
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
@@ -136,23 +137,39 @@ def _pose_space_filter(cfg: TrackConfig, prepared):
     if cfg.pose_space_strength is not None and not 0.0 <= cfg.pose_space_strength <= 1.0:
         raise ValueError(f"--pose-space-strength: must lie in [0, 1], got {cfg.pose_space_strength}")
     space = PoseSpace.load(cfg.pose_space)
-    rig, motion = prepared.rig, prepared.motion
-    target_filter = space.target_filter(rig, cfg.pose_space_strength, only_invalid=not cfg.pose_space_all_frames)
-    pr = space.pose_rig(rig)
-    invalid = ~space.validators(rig).check(pr.encode(motion)).valid
-    changed = np.any(target_filter(motion).rotations != motion.rotations, axis=(1, 2))
+    return space.target_filter(rig, cfg.pose_space_strength, only_invalid=not cfg.pose_space_all_frames), space
+
+
+def _filter_info(cfg: TrackConfig, space, character, ref, target_filter) -> dict:
+    """What the pose-space filter does to the reference's PD targets (the Motion the controller hands it)."""
+    import numpy as np
+
+    seen = {}
+
+    def spy(targets):
+        seen["in"] = targets
+        seen["out"] = target_filter(targets)
+        return seen["out"]
+
+    apply_target_filter(character, ref, ref.coords, spy)
+    rig, before, after = character.rig, seen["in"], seen["out"]
+    invalid = ~space.validators(rig).check(space.pose_rig(rig).encode(before)).valid
     info = {
         "pose_space": str(cfg.pose_space),
+        "known_skeleton": space.is_known(rig),
         "strength": cfg.pose_space_strength if cfg.pose_space_strength is not None else space.sampling.project_strength,
         "all_frames": cfg.pose_space_all_frames,
         "reference_frames_failing_validators": int(invalid.sum()),
-        "reference_frames_projected": int(changed.sum()),
+        "reference_frames_projected": int(np.any(after.rotations != before.rotations, axis=(1, 2)).sum()),
     }
     print(
-        f"pose space {cfg.pose_space}: {info['reference_frames_failing_validators']} of {motion.frame_count} reference "
+        f"pose space {cfg.pose_space}: {info['reference_frames_failing_validators']} of {before.frame_count} reference "
         f"frames fail its validators; the filter changes {info['reference_frames_projected']}"
+        + ("" if info["known_skeleton"] else " (a skeleton it was not trained on: zero-shot)")
     )
-    return target_filter, info
+    if cfg.pose_space_all_frames and cfg.method == "projection":
+        print("note: --pose-space-all-frames with the projection projects every frame in each MPPI iteration (slow)")
+    return info
 
 
 def _project(character, ref, cfg: TrackConfig, target_filter=None):
@@ -194,7 +211,7 @@ def main(cfg: TrackConfig) -> int:
             ground_height_m=cfg.tracking.contact.ground_height_m,
         )  # fmt: skip
         character = build_character(prepared.rig, prepared.motion, cfg.character)  # e.g. an unknown joint name
-        target_filter, filter_info = _pose_space_filter(cfg, prepared)
+        target_filter, space = _pose_space_filter(cfg, prepared.rig)
         make_folder(cfg.output)  # the inputs are good: fail on the output before a long simulation, not after it
     except (InputError, RigError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -214,6 +231,7 @@ def main(cfg: TrackConfig) -> int:
     note = _feasibility_note(character, ref, cfg)
     if note:
         print(note)
+    filter_info = _filter_info(cfg, space, character, ref, target_filter) if target_filter is not None else None
     if cfg.method == "pd":
         if cfg.resume:
             print("warning: --resume applies to --method projection only; PD tracking runs from the start")

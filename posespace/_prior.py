@@ -39,6 +39,8 @@ def make_pose_prior(
     def prior(rotations: torch.Tensor, world: torch.Tensor | None = None) -> torch.Tensor:
         if rotations.ndim != 3 or rotations.shape[1:] != (pr.joint_count, 4):
             raise ValueError(f"pose prior: rotations must be (F, {pr.joint_count}, 4), got {tuple(rotations.shape)}")
+        device = rotations.device
+        rotations = rotations.to("cpu")  # the model and the validators live on the CPU; autograd crosses back
         poses = pr.encode_torch(rotations)  # (F, J, 6)
         val = ctx.validators
         loss = val.loss(poses.to(val.dtype)).to(rotations.dtype).mean()
@@ -52,6 +54,10 @@ def make_pose_prior(
             with torch.no_grad():
                 x0_hat, _ = space.diffusion.predict(space.model, x_t, manifold_time, ctx.cond(n))
             loss = loss + manifold_weight * ((x - x0_hat) ** 2).sum(dim=(1, 2)).mean().to(rotations.dtype)
-        return loss
+        return loss.to(device)
 
+    prior.key = (
+        f"posespace-prior:{space.fingerprint()}:manifold_weight={float(manifold_weight)!r}:"
+        f"manifold_time={float(manifold_time)!r}:seed={int(seed)}"
+    )
     return prior

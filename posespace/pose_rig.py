@@ -231,9 +231,12 @@ class PoseRig:
         pre, post = c["pre"].expand_as(q), c["post"].expand_as(q)
         d = quat_multiply(quat_multiply(quat_conjugate_t(pre), q), quat_conjugate_t(post))
         root = torch.where(d[..., 0, 3:4] < 0, -d[..., 0, :], d[..., 0, :])
-        norm = torch.sqrt(root[..., 0] ** 2 + root[..., 3] ** 2 + 1e-12)
+        n2 = root[..., 0] ** 2 + root[..., 3] ** 2
+        norm = torch.sqrt(n2.clamp_min(1e-24))
         zero = torch.zeros_like(norm)
         twist = torch.stack([root[..., 0] / norm, zero, zero, root[..., 3] / norm], dim=-1)
+        ident = torch.stack([zero, zero, zero, torch.ones_like(norm)], dim=-1)
+        twist = torch.where((n2 > 1e-24)[..., None], twist, ident)  # a half-turn swing has no twist (as NumPy)
         d = torch.cat([quat_multiply(quat_conjugate_t(twist), root)[..., None, :], d[..., 1:, :]], dim=-2)
         x = quat_to_rot6d(d)
         return torch.where(c["active"][:, None], x, c["identity6d"])

@@ -166,6 +166,21 @@ class PoseSpace:
             "diffusion_config": asdict(self.diffusion.config),
         }
 
+    def fingerprint(self) -> str:
+        """A short SHA-256 of the model weights, calibrations and validator, diffusion and sampling settings: the
+        identity of this pose space's outputs (used to refuse resuming an optimization with another one)."""
+        import hashlib
+        import json
+
+        h = hashlib.sha256()
+        for name, t in sorted(self.model.state_dict().items()):
+            h.update(name.encode())
+            h.update(t.detach().cpu().contiguous().numpy().tobytes())
+        rest = {k: v for k, v in self.state().items() if k != "model"}
+        rest["sampling"] = asdict(self.sampling)
+        h.update(json.dumps(rest, sort_keys=True, default=lambda a: np.asarray(a).tolist()).encode())
+        return h.hexdigest()[:16]
+
     def save(self, path: str | Path) -> None:
         """Writes the pose space to ``path`` (a torch file), atomically."""
         from usd_io import atomic_output
@@ -455,6 +470,9 @@ class PoseSpace:
             out.rotations[keep] = targets.rotations[keep]  # untouched frames stay bit-identical
             return out
 
+        s = self.sampling.project_strength if strength is None else float(strength)
+        # identifies the filter (checkpoints of a projection refuse to resume with another one)
+        target_filter.key = f"posespace-filter:{self.fingerprint()}:strength={s!r}:only_invalid={only_invalid}"
         return target_filter
 
     def pose_prior(

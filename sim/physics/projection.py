@@ -239,8 +239,10 @@ def project(
     if checkpoint is not None:
         ckpt.remove_stale_temporaries(checkpoint.path)
         filter_key = None
-        if target_filter is not None:
-            filter_key = ckpt.filter_digest(apply_target_filter(character, ref, ref.coords, target_filter))
+        if target_filter is not None:  # its own key, or a digest of its output on the reference
+            filter_key = getattr(target_filter, "key", None)
+            if not isinstance(filter_key, str):
+                filter_key = ckpt.filter_digest(apply_target_filter(character, ref, ref.coords, target_filter))
         settings = ckpt.settings_dict(tracking, cfg, character.config, filter_key)
         fingerprint = ckpt.data_fingerprint(character, ref)
         if checkpoint.resume and checkpoint.path.is_file():

@@ -31,7 +31,9 @@ __all__ = [
 
 TargetFilter = Callable[[Motion], Motion]
 """A pose-sequence filter (e.g. a pose prior's projection): receives the PD target sequence as a rig Motion and
-returns a Motion of the same rig and frame count; the controller tracks what it returns."""
+returns a Motion of the same rig and frame count; the controller tracks what it returns. A filter may carry a
+string attribute ``key`` naming what it does (``PoseSpace.target_filter`` sets one): projection checkpoints compare
+it on resume; without one they compare a digest of the filter's output on the reference."""
 
 
 @dataclass

@@ -142,6 +142,28 @@ def test_pose_prior_hook_is_called_and_weighted(tmp_path, make_chain, make_motio
     assert (d.trajectory.translation.detach()[:, 2] > z0).all(), "the prior alone lifts the root towards z = 1"
 
 
+def test_resume_refuses_another_pose_prior(tmp_path, make_chain, make_motion):
+    """The prior's identity (its ``key``) is part of the run's config: resuming without it, or with another, is
+    refused instead of silently continuing a different optimization."""
+    from distill.optimize import ResumeError
+
+    rig = make_chain()
+    target = make_motion(rig, 5)
+
+    def lift(rotations, world):
+        return (world[..., 2] - 1.0).square().mean()
+
+    lift.key = "lift-to-1"
+    cfg = dataclasses.replace(_config("oracle", steps=4), weights=LossWeights(pose_prior=5.0))
+    Distiller(rig, cfg, tmp_path, oracle_motion=target, pose_prior=lift).run(progress=False, stop_after=2)
+    assert json.loads((tmp_path / "config.json").read_text())["pose_prior"] == "lift-to-1"
+    for other in (None, lambda r, w: w.sum() * 0.0):
+        with pytest.raises(ResumeError, match=r"differs in: pose_prior"):
+            Distiller(rig, cfg, tmp_path, oracle_motion=target, pose_prior=other).run(resume=True, progress=False)
+    resumed = Distiller(rig, cfg, tmp_path, oracle_motion=target, pose_prior=lift).run(resume=True, progress=False)
+    assert resumed.steps_run == 2
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [

@@ -224,6 +224,13 @@ def test_pose_space_filter_constrains_the_targets(tmp_path, quadruped_pose_space
     assert info["reference_frames_projected"] == b["frames"]
     assert b["joint_angle_error_deg"] != a["joint_angle_error_deg"]
     assert "the filter changes" in proc.stdout
+    # the projection with the default filter (only frames failing the validators are projected)
+    proj = tmp_path / "proj"
+    proc = run(*SMALL_PROJECTION, "--output", str(proj), "--pose-space", str(quadruped_pose_space))
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads((proj / "metrics.json").read_text())["target_filter"]
+    assert info["known_skeleton"] and not info["all_frames"]
+    assert info["reference_frames_projected"] == info["reference_frames_failing_validators"]
     # a file that is not a pose-space checkpoint is refused by name before any simulation
     bad = tmp_path / "bad.pt"
     bad.write_text("not a checkpoint")

@@ -37,7 +37,11 @@ def test_torch_encoding_matches_numpy(biped):
     rng = np.random.default_rng(3)
     rand = rng.normal(size=(7, rig.joint_count, 4))
     rand /= np.linalg.norm(rand, axis=-1, keepdims=True)
-    for rot in (clips["walk"].rotations, rand, -rand):  # quaternion signs do not matter
+    # a root turned upside down (its canonical quaternion has x = w = 0: no twist about up to remove)
+    d = np.tile([0.0, 0.0, 0.0, 1.0], (1, rig.joint_count, 1))
+    d[0, 0] = [0.0, 1.0, 0.0, 0.0]
+    flipped = pr.decode_quats(d)
+    for rot in (clips["walk"].rotations, rand, -rand, flipped):  # quaternion signs do not matter
         expected = quat_to_rot6d(pr.encode_rotations(rot))
         got = pr.encode_torch(torch.tensor(rot, dtype=torch.float64)).numpy()
         np.testing.assert_allclose(got, expected, atol=ENCODE_TOL)
@@ -98,3 +102,7 @@ def test_manifold_term_is_deterministic_and_differentiable(space, biped):
         prior(rot[:, :5], None)
     with pytest.raises(ValueError, match="manifold_time"):
         space.pose_prior(rig, manifold_time=0.0)
+    # the prior and the target filter name the pose space and their settings (resumed optimizations compare them)
+    assert prior.key == space.pose_prior(rig, manifold_weight=1.0).key
+    assert prior.key != space.pose_prior(rig, manifold_weight=0.5).key and space.fingerprint() in prior.key
+    assert space.target_filter(rig, 0.3).key != space.target_filter(rig, 0.4).key

@@ -156,6 +156,22 @@ def test_checkpoints_of_other_jobs_are_refused(case, tmp_path):
     with pytest.raises(CheckpointError, match=r"filtered\.npz: .*differs in: target_filter"):
         project(ch, ref, TrackingConfig(), short, target_filter=freeze,
                 checkpoint=ProjectionCheckpoint(filtered.path, resume=True))  # fmt: skip
+    # a filter's own key identifies it, even where two filters give the same output on the reference
+    keyed = ProjectionCheckpoint(tmp_path / "keyed.npz")
+
+    def same(m):
+        return m
+
+    same.key = "filter A"
+    project(ch, ref, TrackingConfig(), short, checkpoint=keyed, target_filter=same)
+
+    def other_filter(m):
+        return m
+
+    other_filter.key = "filter B"
+    with pytest.raises(CheckpointError, match=r"keyed\.npz: .*differs in: target_filter"):
+        project(ch, ref, TrackingConfig(), short, target_filter=other_filter,
+                checkpoint=ProjectionCheckpoint(keyed.path, resume=True))  # fmt: skip
     # a readable archive without the checkpoint's structure, and a truncated file
     np.savez(tmp_path / "other.npz", meta=np.array('{"format": "kinedistill projection checkpoint", "version": 1}'))
     with pytest.raises(CheckpointError, match=r"other\.npz: not a readable projection checkpoint \(KeyError"):
