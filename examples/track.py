@@ -268,8 +268,11 @@ def main(cfg: TrackConfig) -> int:
     out = cfg.output
     _write_json(out / "config.json", dataclasses.asdict(cfg))
     _write_json(out / "metrics.json", metrics)
+    # the articulation at its zero-coordinate pose (no joint state is authored: Newton starts from zero joint
+    # positions, PhysX from the body transforms; they agree on this pose), placed at the first frame's root
+    stage_pos, stage_rot = character.reference_body_transforms(result.body_pos[0, 0], result.body_rot[0, 0])
     write_physics_stage(
-        out / "physics.usda", character, result.body_pos[0], result.body_rot[0],
+        out / "physics.usda", character, stage_pos, stage_rot,
         friction=cfg.tracking.contact.friction, restitution=cfg.tracking.contact.restitution,
         ground_height_m=cfg.tracking.contact.ground_height_m,
     )  # fmt: skip

@@ -6,18 +6,28 @@ Layout (Z up, SI units, ``metersPerUnit``/``kilogramsPerUnit`` authored)::
       PhysicsScene                       UsdPhysics.Scene (gravity -Z, 9.81 m/s^2)
       PhysicsMaterial                    UsdShade.Material + PhysicsMaterialAPI (friction, restitution)
       GroundPlane                        UsdGeom.Plane (Z) + CollisionAPI
-      <Character>                        Xform + ArticulationRootAPI (floating base)
-        <body>                           Xform at its pose + RigidBodyAPI + MassAPI (+ FilteredPairsAPI)
+      <Character>                        Xform
+        <body>                           Xform at its pose + RigidBodyAPI + MassAPI (+ FilteredPairsAPI);
+                                         the root body also carries ArticulationRootAPI (floating base)
           collider                       UsdGeom.Capsule (axis Z) + CollisionAPI, bound to the material
         joints/<body>_joint              UsdPhysics.Joint (generic D6) between the parent and child bodies:
                                          localPos/Rot0/1 = the joint frames; transX/Y/Z locked (LimitAPI
                                          low > high); rotX/Y/Z limited (LimitAPI, degrees) and driven
                                          (DriveAPI "force": stiffness/damping per degree, target 0);
-                                         newton:armature
+                                         newton:armature and physxJoint:armature (PhysxJointAPI);
+                                         newton:limitStiffness / newton:limitDamping (per degree; one value
+                                         per joint: the mean of its three axes')
 
 Bodies are siblings (not nested), each joint frame's X/Y/Z are the character's joint coordinate axes, so a
 Newton D6 joint imported from the stage has the character's coordinates, limits and gains
-(``ModelBuilder.add_usd`` converts per-degree values back to per-radian).
+(``ModelBuilder.add_usd`` converts per-degree values back to per-radian). The joint coordinates are intrinsic
+X-Y-Z Euler angles of the child's joint frame relative to the parent's (the middle angle kept within +-85 deg):
+Newton's D6 joints use the same convention; PhysX's D6 joints measure twist and swing, so their limits agree with
+these only for small swings. No joint state is authored: importers that start from zero joint positions (Newton)
+and those that start from the authored body transforms (PhysX) agree only when the bodies are written at the
+zero-coordinate pose, the character's reference pose -- which is what ``examples/track.py`` writes (placed at the
+first simulated frame's root). Only stages in metres and kilograms (the defaults) read back through Newton, whose
+importer does not convert units; other units are authored correctly for other readers.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._gltf_skeleton import unique_names
 from ._usd_paths import usd_output_path
 from .atomic import atomic_output
 
@@ -77,6 +88,8 @@ def write_physics_stage(
     """
     from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics, UsdShade
 
+    from sim.rotations import matrix_to_quat
+
     B = character.body_count
     if body_pos is None or body_rot is None:
         body_pos, body_rot = character.reference_body_transforms()
@@ -123,26 +136,24 @@ def write_physics_stage(
         bind(ground.GetPrim())
 
         root_path = f"/World/{_name(character.rig.name)}"
-        root = UsdGeom.Xform.Define(stage, root_path)
-        UsdPhysics.ArticulationRootAPI.Apply(root.GetPrim())
+        UsdGeom.Xform.Define(stage, root_path)
 
-        names = [_name(n) for n in character.body_names]
+        names = unique_names([_name(n) for n in ["joints", *character.body_names]])[1:]  # "joints" is the Scope
         body_paths = [f"{root_path}/{n}" for n in names]
         for b in range(B):
             xf = UsdGeom.Xform.Define(stage, body_paths[b])
-            api = UsdGeom.XformCommonAPI(xf)
             xf.AddTranslateOp().Set(Gf.Vec3d(*(body_pos[b] * L)))
             xf.AddOrientOp().Set(_quat(body_rot[b]))
-            del api
             prim = xf.GetPrim()
             UsdPhysics.RigidBodyAPI.Apply(prim)
+            if b == 0:  # a floating articulation's root is its root body (UsdPhysics schema docs)
+                UsdPhysics.ArticulationRootAPI.Apply(prim)
             mass = UsdPhysics.MassAPI.Apply(prim)
             mass.CreateMassAttr(float(character.body_mass[b] * M))
             mass.CreateCenterOfMassAttr(Gf.Vec3f(*(character.body_com[b] * L)))
             evals, evecs = np.linalg.eigh(character.body_inertia[b])
             if np.linalg.det(evecs) < 0:
                 evecs[:, 2] *= -1.0
-            from sim.rotations import matrix_to_quat
 
             mass.CreateDiagonalInertiaAttr(Gf.Vec3f(*(np.maximum(evals, 0.0) * I_UNIT)))
             mass.CreatePrincipalAxesAttr(_quat(matrix_to_quat(evecs)))
@@ -200,7 +211,15 @@ def write_physics_stage(
                 drive.CreateDampingAttr(float(character.damping[b, k] * M * L * L / to_deg))
                 drive.CreateTargetPositionAttr(0.0)
                 drive.CreateTargetVelocityAttr(0.0)
-            prim.CreateAttribute("newton:armature", Sdf.ValueTypeNames.Float).Set(
-                float(character.armature[b].mean() * I_UNIT)
+            armature = float(character.armature[b].mean() * I_UNIT)
+            prim.CreateAttribute("newton:armature", Sdf.ValueTypeNames.Float).Set(armature)
+            prim.AddAppliedSchema("PhysxJointAPI")  # PhysX / Isaac read the rotor inertia here
+            prim.CreateAttribute("physxJoint:armature", Sdf.ValueTypeNames.Float).Set(armature)
+            # the simulation's joint limits are springs of 4x the drive stiffness (newton_model.build_newton_builder)
+            prim.CreateAttribute("newton:limitStiffness", Sdf.ValueTypeNames.Float).Set(
+                float(4.0 * character.stiffness[b].mean() * M * L * L / to_deg)
+            )
+            prim.CreateAttribute("newton:limitDamping", Sdf.ValueTypeNames.Float).Set(
+                float(character.damping[b].mean() * M * L * L / to_deg)
             )
         stage.GetRootLayer().Save()

@@ -234,9 +234,22 @@ class PhysicsCharacter:
         local[:, 1:] = quat_multiply(quat_conjugate(wq[:, parents[1:]]), wq[:, 1:])
         return Motion(fps, wp_[:, 0], quat_normalize(local), name=name)
 
-    def reference_body_transforms(self) -> tuple[np.ndarray, np.ndarray]:
-        """Copies of the reference pose's world body frames, (B, 3) [m] and (B, 4) [quat]."""
-        return self.reference_body_pos.copy(), self.reference_body_rot.copy()
+    def reference_body_transforms(
+        self, root_pos: np.ndarray | None = None, root_rot: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The reference pose's world body frames (every joint coordinate 0), (B, 3) [m] and (B, 4) [quat].
+
+        Args:
+            root_pos, root_rot: place the pose rigidly so that the root body sits at this frame [m], [quat xyzw]
+                (both or neither); default: where the reference pose has it.
+        """
+        pos, rot = self.reference_body_pos.copy(), self.reference_body_rot.copy()
+        if root_pos is None and root_rot is None:
+            return pos, rot
+        if root_pos is None or root_rot is None:
+            raise ValueError("reference_body_transforms: give both root_pos and root_rot, or neither")
+        turn = quat_multiply(np.asarray(root_rot, dtype=np.float64), quat_conjugate(rot[0]))
+        return quat_rotate(turn, pos - pos[0]) + np.asarray(root_pos, dtype=np.float64), quat_multiply(turn, rot)
 
     def capsule_world(self, body_pos: np.ndarray, body_rot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """World capsule segment ends (..., B, 3) x 2 for body frames (..., B, 3) / (..., B, 4)."""

@@ -293,3 +293,24 @@ def test_tail_density_scale_lightens_only_tail_bodies():
     assert light.body_names == uniform.body_names
     np.testing.assert_allclose(light.body_mass[tails], 0.2 * uniform.body_mass[tails], rtol=1e-12)
     np.testing.assert_allclose(light.body_mass[~tails], uniform.body_mass[~tails], rtol=1e-12)
+
+
+def test_reference_pose_placed_at_a_root_frame(rng):
+    """The zero-coordinate pose moved rigidly: the root lands on the given frame, every body keeps its pose
+    relative to the root (distances to the root and relative rotations)."""
+    from sim.rotations import quat_conjugate, quat_rotate
+
+    ch = build_character(table_quadruped())
+    pos0, rot0 = ch.reference_body_transforms()
+    root_pos = rng.normal(size=3)
+    root_rot = quat_normalize(rng.normal(size=4))
+    pos, rot = ch.reference_body_transforms(root_pos, root_rot)
+    np.testing.assert_allclose(pos[0], root_pos, atol=1e-12)
+    np.testing.assert_allclose(np.abs((rot[0] * root_rot).sum()), 1.0, atol=1e-12)
+    local0 = quat_rotate(quat_conjugate(rot0[0]), pos0 - pos0[0])  # bodies in the root's frame, before and after
+    local = quat_rotate(quat_conjugate(rot[0]), pos - pos[0])
+    np.testing.assert_allclose(local, local0, atol=1e-12)
+    rel0, rel = quat_multiply(quat_conjugate(rot0[0]), rot0), quat_multiply(quat_conjugate(rot[0]), rot)
+    np.testing.assert_allclose(np.abs((rel0 * rel).sum(-1)), 1.0, atol=1e-12)
+    with pytest.raises(ValueError, match="both root_pos and root_rot"):
+        ch.reference_body_transforms(root_pos, None)

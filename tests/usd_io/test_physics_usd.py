@@ -59,8 +59,10 @@ def test_stage_is_validator_clean(tmp_path, character):
     assert UsdGeom.GetStageUpAxis(stage) == "Z"
     assert UsdGeom.GetStageMetersPerUnit(stage) == 1.0
     assert UsdPhysics.GetStageKilogramsPerUnit(stage) == 1.0
-    root = stage.GetPrimAtPath("/World/table")
-    assert root.HasAPI(UsdPhysics.ArticulationRootAPI)
+    # a floating articulation's root API sits on its root body, not on the character's Xform
+    assert not stage.GetPrimAtPath("/World/table").HasAPI(UsdPhysics.ArticulationRootAPI)
+    roots = [p.GetPath() for p in stage.Traverse() if p.HasAPI(UsdPhysics.ArticulationRootAPI)]
+    assert roots == [f"/World/table/{character.body_names[0]}"]
     scene = UsdPhysics.Scene(stage.GetPrimAtPath("/World/PhysicsScene"))
     assert scene.GetGravityMagnitudeAttr().Get() == pytest.approx(9.81)
     assert list(scene.GetGravityDirectionAttr().Get()) == [0.0, 0.0, -1.0]
@@ -115,6 +117,9 @@ def test_add_usd_reads_back_bodies_joints_masses_and_limits(tmp_path, character)
         np.testing.assert_allclose(np.array(b.joint_target_ke[dofs]), ch.stiffness[k], rtol=GAIN_RTOL)
         np.testing.assert_allclose(np.array(b.joint_target_kd[dofs]), ch.damping[k], rtol=GAIN_RTOL)
         np.testing.assert_allclose(np.array(b.joint_armature[dofs]), ch.armature[k], rtol=GAIN_RTOL)
+        # limit springs: one value per joint in USD, the mean of the simulation's per-axis 4 x drive stiffness
+        np.testing.assert_allclose(np.array(b.joint_limit_ke[dofs]), 4.0 * ch.stiffness[k].mean(), rtol=GAIN_RTOL)
+        np.testing.assert_allclose(np.array(b.joint_limit_kd[dofs]), ch.damping[k].mean(), rtol=GAIN_RTOL)
 
     # shapes: one capsule per body with the character's size; the extra filtered pair is filtered
     shape_body = np.array(b.shape_body)
@@ -142,3 +147,24 @@ def test_units_are_scaled(tmp_path, character):
     np.testing.assert_allclose(mass, character.body_mass[0] * 1000.0, rtol=MASS_RTOL)
     scene = UsdPhysics.Scene(stage.GetPrimAtPath("/World/PhysicsScene"))
     np.testing.assert_allclose(scene.GetGravityMagnitudeAttr().Get(), 981.0, rtol=1e-6)
+
+
+def test_posed_stage_agrees_between_zero_joint_state_and_authored_bodies(tmp_path, character):
+    """The stage carries no joint state: an importer that starts from zero joint positions (Newton) and one that
+    starts from the authored body transforms (PhysX) agree when the bodies are written at the zero-coordinate pose
+    placed anywhere, as examples/track.py writes them."""
+    from sim.rotations import axis_angle_to_quat
+
+    root_rot = axis_angle_to_quat(np.array([0.1, -0.2, 0.7]))
+    pos, rot = character.reference_body_transforms(np.array([0.3, -0.2, 0.35]), root_rot)
+    path = tmp_path / "posed.usda"
+    write_physics_stage(path, character, pos, rot)
+    b = _read_back(path)
+    model = b.finalize(device="cpu")
+    state = model.state()
+    newton.eval_fk(model, model.joint_q, model.joint_qd, state)
+    body_q = state.body_q.numpy()
+    labels = [lab.rsplit("/", 1)[-1] for lab in b.body_label]
+    order = [labels.index(n) for n in character.body_names]
+    np.testing.assert_allclose(body_q[order, :3], pos, atol=1e-5)
+    np.testing.assert_allclose(np.abs((body_q[order, 3:] * rot).sum(-1)), 1.0, atol=1e-5)
