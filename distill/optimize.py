@@ -135,6 +135,14 @@ class DistillConfig:
     def __post_init__(self):
         _check_int("DistillConfig.frames", self.frames, 1)
         _check_number("DistillConfig.fps", self.fps, positive=True)
+        if self.guidance.kind != "oracle" and (self.frames - 1) % 4 != 0:
+            # the video VAEs encode the first frame alone, then 4 frames per latent frame: Wan would drop the
+            # extra frames (zero gradient), CogVideoX would mix the first frame with its neighbours
+            raise ValueError(
+                f"DistillConfig.frames: {self.guidance.kind} needs 4k + 1 frames (the video VAE's temporal "
+                f"compression), got {self.frames}; e.g. {4 * ((self.frames - 1) // 4) + 1} or "
+                f"{4 * ((self.frames - 1) // 4 + 1) + 1}"
+            )
 
 
 def _check_int(name: str, value, low: int) -> None:

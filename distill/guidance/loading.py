@@ -119,7 +119,7 @@ def _resolve(source: str, preset: ModelPreset, kind: str) -> str:
     if not path.is_dir():
         raise GuidanceModelError(
             f"--guidance-model {source!r}: no such directory (pass a local diffusers folder of {kind}, e.g. "
-            f"one made with `huggingface-cli download {preset.hub_id} --local-dir DIR`)"
+            f"one made with `hf download {preset.hub_id} --local-dir DIR`)"
         )
     missing = [s for s in ("transformer", "vae", "scheduler", "text_encoder", "tokenizer") if not (path / s).is_dir()]
     if missing:
@@ -132,13 +132,17 @@ def _resolve(source: str, preset: ModelPreset, kind: str) -> str:
 def _load(cls, source: str, subfolder: str, cfg: GuidanceConfig, kind: str, hub_id: str, **kw):
     try:
         return cls.from_pretrained(source, subfolder=subfolder, local_files_only=not cfg.allow_download, **kw)
-    except (OSError, ValueError) as e:
+    except OSError as e:  # missing files: the weights are not there
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise GuidanceModelError(
             f"cannot load the {kind} {subfolder} from {source!r}: {first}. The weights are not available locally: "
-            f"download them on a machine with internet access (`huggingface-cli download {hub_id} --local-dir DIR`) "
+            f"download them on a machine with internet access (`hf download {hub_id} --local-dir DIR`) "
             "and pass --guidance-model DIR"
             + ("" if cfg.allow_download else " (or allow downloads with --guidance-allow-download)")
+        ) from None
+    except (ValueError, ImportError) as e:  # the files are there but cannot be read (e.g. a missing converter)
+        raise GuidanceModelError(
+            f"cannot load the {kind} {subfolder} from {source!r}: {type(e).__name__}: {str(e).strip()}"
         ) from None
 
 

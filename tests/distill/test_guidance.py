@@ -3,6 +3,9 @@ rotations, an exact denoiser gives zero gradient, and the pixel gradient is auto
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import numpy as np
 import pytest
 import torch
@@ -186,8 +189,26 @@ def test_oracle_gradient_is_the_weighted_latent_residual():
 def test_detached_target_loss_has_gradient_g_over_batch():
     z = torch.randn(3, 4, 5, requires_grad=True)
     grad = torch.randn(3, 4, 5)
-    detached_target_loss(z, grad).backward()
+    loss = detached_target_loss(z, grad)
+    loss.backward()
     np.testing.assert_allclose(z.grad, grad / 3, atol=1e-7)
+    np.testing.assert_allclose(loss.item(), 0.5 * grad.double().square().sum().item() / 3, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_detached_target_loss_keeps_half_precision_gradients(dtype):
+    """Latents ~1.5 with |g| ~ 0.02 in the released models' half precision: z - (z - g) cancelled to a 12%
+    gradient error in bf16 and the value overflowed in fp16; the gradient is now g / B to the dtype's rounding."""
+    gen = torch.Generator().manual_seed(3)
+    z = (1.5 + 0.1 * torch.randn(2, 16, 8, 8, generator=gen)).to(dtype).requires_grad_()
+    g = (0.02 * torch.randn(2, 16, 8, 8, generator=gen)).to(dtype)
+    big = torch.full((2, 16, 8, 8), 300.0).to(dtype)  # 0.5 * sum(g^2) beyond float16's range
+    loss = detached_target_loss(z, g)
+    loss.backward()
+    rounding = 2.0**-7 if dtype == torch.bfloat16 else 2.0**-10
+    scale = float(g.float().abs().max()) / 2  # (fp16 values near 1e-5 are subnormal: absolute rounding there)
+    np.testing.assert_allclose(z.grad.float(), g.float() / 2, rtol=rounding, atol=rounding * scale)
+    assert torch.isfinite(detached_target_loss(z.detach(), big))
 
 
 def test_timestep_schedule_anneals_the_upper_bound():
@@ -213,7 +234,7 @@ def test_missing_weights_give_a_clear_error(tmp_path, monkeypatch):
     (tmp_path / "partial" / "vae").mkdir(parents=True)
     with pytest.raises(GuidanceModelError, match="missing subfolder"):
         build_guidance(GuidanceConfig(kind="wan2.1-1.3b", model=str(tmp_path / "partial")), "a fox")
-    with pytest.raises(GuidanceModelError, match="huggingface-cli download THUDM/CogVideoX-2b"):
+    with pytest.raises(GuidanceModelError, match="hf download THUDM/CogVideoX-2b"):
         build_guidance(GuidanceConfig(kind="cogvideox-2b", device="cpu"), "a fox")
 
 
@@ -231,7 +252,6 @@ def _save_cogvideox_folder(root) -> None:
     """A diffusers-layout CogVideoX folder with tiny random weights and a sentencepiece T5 tokenizer trained here."""
     spm = pytest.importorskip("sentencepiece", reason="CogVideoX's T5Tokenizer needs sentencepiece")
     from diffusers import CogVideoXTransformer3DModel
-    from transformers import T5Tokenizer
 
     comps = tiny_cogvideox()
     with torch.random.fork_rng(devices=[]):
@@ -248,7 +268,18 @@ def _save_cogvideox_folder(root) -> None:
         sentence_iterator=iter(lines), model_prefix=str(prefix), vocab_size=40, pad_id=0, eos_id=1, unk_id=2,
         bos_id=-1, minloglevel=2,
     )  # fmt: skip
-    T5Tokenizer(vocab_file=f"{prefix}.model").save_pretrained(root / "tokenizer")
+    # the released folder's layout: spiece.model and a tokenizer_config.json, no tokenizer.json (transformers
+    # converts the sentencepiece model on load, which needs protobuf)
+    tok_dir = root / "tokenizer"
+    tok_dir.mkdir(parents=True)
+    shutil.copy(f"{prefix}.model", tok_dir / "spiece.model")
+    config = {"tokenizer_class": "T5Tokenizer", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>",
+              "extra_ids": 0, "model_max_length": 226}  # fmt: skip
+    (tok_dir / "tokenizer_config.json").write_text(json.dumps(config))
+    (tok_dir / "special_tokens_map.json").write_text(
+        json.dumps({"eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"})
+    )
+    assert not (tok_dir / "tokenizer.json").exists()
     transformer.save_pretrained(root / "transformer")
     comps.vae.save_pretrained(root / "vae")
     comps.scheduler.save_pretrained(root / "scheduler")
@@ -287,6 +318,13 @@ def test_released_kinds_load_from_a_local_diffusers_folder(tmp_path, monkeypatch
     assert guidance.prompt_embeds.shape == (1, length, 32)
     if kind.startswith("wan"):
         assert guidance.shift == 3.0
+    else:  # the sentencepiece-only tokenizer folder loads as the real model (not as all-<unk>)
+        import sentencepiece as spm
+        from transformers import T5Tokenizer
+
+        ids = T5Tokenizer.from_pretrained(tmp_path / "tokenizer")("a fox walks over the grass").input_ids
+        sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "tokenizer" / "spiece.model"))
+        assert ids == [*sp.encode("a fox walks over the grass"), 1] and 2 not in ids  # + </s>, no <unk>
     video = torch.rand(1, FRAMES, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(0)).requires_grad_()
     out = guidance(video, 0.5, step_generator(0, 0))
     out.loss.backward()

@@ -173,6 +173,12 @@ def test_resume_refuses_another_pose_prior(tmp_path, make_chain, make_motion):
         (lambda: OptimConfig(lr_rotation=float("nan")), r"OptimConfig.lr_rotation: must be a finite number > 0"),
         (lambda: DistillConfig(frames=-3), r"DistillConfig.frames: must be an integer >= 1, got -3"),
         (lambda: DistillConfig(fps=0.0), r"DistillConfig.fps: must be a finite number > 0"),
+        # the video VAEs' temporal compression: Wan dropped frames 6-8 of 8 (zero gradient) without a word
+        (
+            lambda: DistillConfig(frames=8, guidance=GuidanceConfig(kind="tiny-wan")),
+            r"DistillConfig.frames: tiny-wan needs 4k \+ 1 frames .* got 8; e.g. 5 or 9",
+        ),
+        (lambda: DistillConfig(frames=12, guidance=GuidanceConfig(kind="cogvideox-2b")), r"needs 4k \+ 1 frames"),
         (lambda: RenderConfig(width=-32), r"RenderConfig.width: must be an integer >= 1"),
         (lambda: CameraConfig(azimuths_deg=()), r"CameraConfig.azimuths_deg: need one or more finite angles"),
         (lambda: CameraConfig(azimuths_deg=(float("nan"),)), r"CameraConfig.azimuths_deg"),
