@@ -236,10 +236,19 @@ def _build_released(cfg: GuidanceConfig, preset: ModelPreset, prompt: str, dev: 
 
 
 def _scheduler_class(source: str, cfg: GuidanceConfig) -> str:
-    """The scheduler class named in a local folder's scheduler config (UniPC for Wan 2.1)."""
+    """The scheduler class named in the source's scheduler config: a local folder's file, or (hub ids) the config
+    in the local Hugging Face cache; UniPC (Wan 2.1's) when neither can be read."""
     import json
 
     path = Path(source) / "scheduler" / "scheduler_config.json"
     if path.is_file():
         return json.loads(path.read_text()).get("_class_name", "FlowMatchEulerDiscreteScheduler")
-    return "UniPCMultistepScheduler"
+    try:
+        from diffusers import UniPCMultistepScheduler
+
+        config = UniPCMultistepScheduler.load_config(
+            source, subfolder="scheduler", local_files_only=not cfg.allow_download
+        )  # reads scheduler_config.json whatever the class
+        return str(config.get("_class_name", "UniPCMultistepScheduler"))
+    except (OSError, ValueError):  # not cached: loading the scheduler itself reports the missing weights
+        return "UniPCMultistepScheduler"

@@ -329,3 +329,49 @@ def test_released_kinds_load_from_a_local_diffusers_folder(tmp_path, monkeypatch
     out = guidance(video, 0.5, step_generator(0, 0))
     out.loss.backward()
     assert torch.isfinite(video.grad).all() and video.grad.abs().max() > 0
+
+
+def test_checkpointed_wan_encode_matches_the_vae_and_recomputes_each_chunk():
+    """Per-chunk checkpointing of the Wan VAE: the same latents and gradients as ``vae.encode``, and in the
+    backward pass every chunk runs its encoder again (its activations were not kept)."""
+    from distill.guidance.wan import checkpointed_wan_encode
+
+    vae = tiny_wan().vae.requires_grad_(False).eval()
+    gen = torch.Generator().manual_seed(5)
+    x = (2 * torch.rand(1, 3, 9, 16, 16, generator=gen) - 1).requires_grad_()
+    weights = torch.randn(1, vae.config.z_dim, 3, 2, 2, generator=gen)
+    plain = vae.encode(x).latent_dist.mode()
+    (g_plain,) = torch.autograd.grad((plain * weights).sum(), x)
+    calls = []
+    hook = vae.encoder.register_forward_pre_hook(lambda *a: calls.append(torch.is_grad_enabled()))
+    try:
+        ours = checkpointed_wan_encode(vae, x)
+        forward_calls = len(calls)
+        (g_ours,) = torch.autograd.grad((ours * weights).sum(), x)
+    finally:
+        hook.remove()
+    np.testing.assert_allclose(ours.detach(), plain.detach(), atol=1e-6)
+    np.testing.assert_allclose(g_ours, g_plain, atol=1e-6 * float(g_plain.abs().max()))
+    assert forward_calls == 3 and len(calls) == 6  # 1 + (9 - 1) / 4 chunks, each run again in the backward pass
+    assert g_ours[:, :, 1:].abs().amax(dim=(0, 1, 3, 4)).min() > 0  # every frame gets a gradient (the cache carries it)
+
+
+def test_scheduler_class_of_a_cached_hub_id_is_read_from_its_config(tmp_path, monkeypatch):
+    """A hub id (no local folder) takes its scheduler class from the config in the local Hugging Face cache (a
+    FlowMatch scheduler with ``shift`` was loaded as UniPC, whose flow_shift silently defaulted to 1)."""
+    import huggingface_hub.constants as hf_constants
+
+    from distill.guidance.loading import _scheduler_class
+
+    repo = tmp_path / "models--Org--Wan-like"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("abc123")
+    sched = repo / "snapshots" / "abc123" / "scheduler"
+    sched.mkdir(parents=True)
+    (sched / "scheduler_config.json").write_text(json.dumps({"_class_name": "FlowMatchEulerDiscreteScheduler",
+                                                             "shift": 5.0}))  # fmt: skip
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cfg = GuidanceConfig(kind="wan2.1-1.3b")
+    assert _scheduler_class("Org/Wan-like", cfg) == "FlowMatchEulerDiscreteScheduler"
+    assert _scheduler_class("Org/not-cached", cfg) == "UniPCMultistepScheduler"  # the weights' loader reports it
