@@ -166,6 +166,9 @@ def main(cli: DistillCLI) -> int:
     except (InputError, RigError, GuidanceModelError, ResumeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except FloatingPointError as e:  # the video model broke down mid-run; the last checkpoint is kept
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except KeyError as e:  # unknown clip; the message lists the available ones
         print(f"error: {e.args[0]}", file=sys.stderr)
         return 2

@@ -170,5 +170,13 @@ class VideoSDS(torch.nn.Module):
             x_t, timestep, weight = self.noisy(latents.detach(), noise, u)
             pred = self.predict(x_t, timestep)
             grad = weight * self.sds_grad(latents.detach(), noise, x_t, pred, timestep)
-            grad = torch.nan_to_num(grad.float()).to(latents.dtype)
+            bad = ~torch.isfinite(grad)
+            if bool(bad.any()):
+                # zeroing them (as before) hid a broken model or an fp16 overflow behind a quietly wrong run
+                raise FloatingPointError(
+                    f"the video model's SDS gradient has {int(bad.sum())} non-finite entries of {bad.numel()} at "
+                    f"timestep {timestep:g} (latents finite: {bool(torch.isfinite(latents).all())}); a float16 "
+                    "overflow? try --guidance-dtype bfloat16 or float32, then --resume"
+                )
+            grad = grad.to(latents.dtype)
         return SDSOutput(detached_target_loss(latents, grad), latents, grad, timestep, weight)

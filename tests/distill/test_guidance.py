@@ -375,3 +375,20 @@ def test_scheduler_class_of_a_cached_hub_id_is_read_from_its_config(tmp_path, mo
     cfg = GuidanceConfig(kind="wan2.1-1.3b")
     assert _scheduler_class("Org/Wan-like", cfg) == "FlowMatchEulerDiscreteScheduler"
     assert _scheduler_class("Org/not-cached", cfg) == "UniPCMultistepScheduler"  # the weights' loader reports it
+
+
+def test_non_finite_model_output_stops_the_step_by_name():
+    """A video model that returns NaN/inf (a float16 overflow, broken weights) is reported, not zeroed into a
+    quietly wrong optimization."""
+    guidance = _guidance("wan")
+    video = torch.rand(1, FRAMES, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(0))
+    original = guidance.predict
+
+    def overflowing(x_t, timestep):
+        out = original(x_t, timestep).clone()
+        out.view(-1)[:3] = float("inf")
+        return out
+
+    guidance.predict = overflowing
+    with pytest.raises(FloatingPointError, match=r"3 non-finite entries .* try --guidance-dtype bfloat16"):
+        guidance(video, 0.5, step_generator(0, 0))
