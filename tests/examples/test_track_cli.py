@@ -182,8 +182,11 @@ def test_killed_projection_resumes_to_the_unbroken_result(tmp_path):
 
 def test_ctrl_c_exits_130_and_names_the_checkpoint(tmp_path):
     out = tmp_path / "interrupted"
+    # a shell's background jobs (CI runners, nohup) inherit SIGINT ignored, and Python then installs no
+    # KeyboardInterrupt handler: give the child the default disposition, as a terminal's foreground job has
     proc = subprocess.Popen([sys.executable, str(SCRIPT), *SMALL_PROJECTION, "--output", str(out)], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
     deadline = time.time() + 300
     try:
         while (
