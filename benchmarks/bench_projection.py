@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import time
-from pathlib import Path
 
 import numpy as np
+from bench_tracking import cases  # this folder: the same characters as the tracking benchmark
 
 from sim.physics import (
     ProjectionConfig,
@@ -34,20 +33,7 @@ from sim.physics import (
 )
 from sim.physics._rollouts import available_cores
 
-ASSETS = Path(os.environ.get("KINEDISTILL_ASSETS", Path(__file__).resolve().parents[2] / "shared" / "assets"))
-
-
-def cases():
-    from usd_io import load_asset
-
-    out = []
-    fox = ASSETS / "gltf" / "Fox.glb"
-    if fox.is_file():
-        out.append(("fox-walk", load_asset(fox), "Walk", 0.5))
-    else:
-        print(f"(skipping the Fox: {fox} not found)")
-    out.append(("quadruped-walk", load_asset("procedural:quadruped-walk"), None, None))
-    return out
+PROJECTED = ("fox-walk", "quadruped-walk")
 
 
 def main() -> None:
@@ -56,10 +42,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="threads of the threaded row (0: available cores)")
     args = parser.parse_args()
     print(f"CPU cores available to this process: {available_cores()}")
-    for name, asset, clip_name, height in cases():
-        clip = asset.clip(clip_name)
+    for name, rig, clip, height in cases():
+        if name not in PROJECTED:
+            continue
         loops = max(1, int(np.ceil(args.frames / max(clip.frame_count - 1, 1))))
-        prep = prepare_reference(asset.rig, clip, loops=loops, target_height_m=height)
+        prep = prepare_reference(rig, clip, loops=loops, target_height_m=height)
         ch = build_character(prep.rig, prep.motion)
         ref = reference_trajectory(ch, prep.motion.slice(0, min(args.frames, prep.motion.frame_count)))
         base = ProjectionConfig(passes=1, ilc_passes=0)

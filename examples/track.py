@@ -134,10 +134,10 @@ def _pose_space_filter(cfg: TrackConfig, rig):
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
     from posespace import PoseSpace
 
-    if cfg.pose_space_strength is not None and not 0.0 <= cfg.pose_space_strength <= 1.0:
-        raise ValueError(f"--pose-space-strength: must lie in [0, 1], got {cfg.pose_space_strength}")
     space = PoseSpace.load(cfg.pose_space)
-    return space.target_filter(rig, cfg.pose_space_strength, only_invalid=not cfg.pose_space_all_frames), space
+    if cfg.pose_space_strength is not None:  # checked (a diffusion time in [0, 1]) by the sampling settings
+        space = space.with_sampling(project_strength=cfg.pose_space_strength)
+    return space.target_filter(rig, only_invalid=not cfg.pose_space_all_frames), space
 
 
 def _filter_info(cfg: TrackConfig, space, character, ref, target_filter) -> dict:
@@ -157,7 +157,7 @@ def _filter_info(cfg: TrackConfig, space, character, ref, target_filter) -> dict
     info = {
         "pose_space": str(cfg.pose_space),
         "known_skeleton": space.is_known(rig),
-        "strength": cfg.pose_space_strength if cfg.pose_space_strength is not None else space.sampling.project_strength,
+        "strength": space.sampling.project_strength,
         "all_frames": cfg.pose_space_all_frames,
         "reference_frames_failing_validators": int(invalid.sum()),
         "reference_frames_projected": int(np.any(after.rotations != before.rotations, axis=(1, 2)).sum()),
@@ -172,11 +172,10 @@ def _filter_info(cfg: TrackConfig, space, character, ref, target_filter) -> dict
     return info
 
 
-def _project(character, ref, cfg: TrackConfig, target_filter=None):
+def _project(character, ref, cfg: TrackConfig, checkpoint: ProjectionCheckpoint, target_filter=None):
     """The physics projection with a progress bar and a checkpoint in the output folder."""
     from tqdm import tqdm
 
-    checkpoint = ProjectionCheckpoint(cfg.output / CHECKPOINT_NAME, cfg.checkpoint_interval_s, cfg.resume)
     if cfg.resume and checkpoint.path.is_file():
         print(f"resuming from {checkpoint.path}")
     bar = tqdm(total=1, desc="projection", unit="frame", dynamic_ncols=True)
@@ -202,8 +201,7 @@ def main(cfg: TrackConfig) -> int:
     try:
         for part in (cfg.reference, cfg.character, cfg.tracking, cfg.projection):
             part.check()  # a bad setting fails here, in one line, before any work
-        if not cfg.checkpoint_interval_s >= 0 or cfg.checkpoint_interval_s == float("inf"):
-            raise ValueError(f"--checkpoint-interval-s: must be a finite number >= 0, got {cfg.checkpoint_interval_s}")
+        checkpoint = ProjectionCheckpoint(cfg.output / CHECKPOINT_NAME, cfg.checkpoint_interval_s, cfg.resume)
         asset = load_asset(cfg.motion)
         clip = asset.clip(cfg.clip)
         prepared = prepare_reference(
@@ -237,9 +235,9 @@ def main(cfg: TrackConfig) -> int:
             print("warning: --resume applies to --method projection only; PD tracking runs from the start")
         result = track(character, ref, cfg.tracking, target_filter=target_filter)
     else:
-        ckpt = cfg.output / CHECKPOINT_NAME
+        ckpt = checkpoint.path
         try:
-            result = _project(character, ref, cfg, target_filter)
+            result = _project(character, ref, cfg, checkpoint, target_filter)
         except CheckpointError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

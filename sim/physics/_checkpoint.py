@@ -122,8 +122,9 @@ def _flat(d: dict, prefix: str = "") -> dict[str, object]:
 
 def settings_dict(tracking, projection, character_config, filter_key: str | None) -> dict:
     """The settings a checkpoint must match, JSON-normalized (tuples become lists): tracking and projection
-    settings (less those that only set the speed), the character builder's settings, the target filter (a digest of
-    its output, or None) and the Warp and Newton versions (another solver build steps other floats)."""
+    settings (less those that only set the speed), the character builder's settings, the target filter's key (its
+    ``key`` attribute or a digest of its output; None without a filter) and the Warp and Newton versions (another
+    solver build steps other floats)."""
     import newton
     import warp
 

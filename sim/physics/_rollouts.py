@@ -67,7 +67,7 @@ class RolloutWorlds:
             self._pool = None
 
     def _split(self, a: np.ndarray, axis: int) -> list[np.ndarray]:
-        return [np.take(a, np.arange(lo, hi), axis=axis) for lo, hi in zip(self._bounds[:-1], self._bounds[1:])]
+        return np.split(a, self._bounds[1:-1], axis=axis)
 
     def set_state(self, **state) -> None:
         """Sets every world to one state (:meth:`CharacterSimulation.set_state` arguments, unbatched)."""

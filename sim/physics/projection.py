@@ -234,7 +234,7 @@ def project(
     ref = reference if isinstance(reference, ReferenceTrajectory) else reference_trajectory(character, reference)
     F, C = ref.frame_count, character.dof_count
     rng = np.random.default_rng(cfg.seed)
-    settings = fingerprint = None
+    settings = fingerprint = filtered = None  # filtered: the filter's output on the reference, once computed
     state = None
     if checkpoint is not None:
         ckpt.remove_stale_temporaries(checkpoint.path)
@@ -242,7 +242,8 @@ def project(
         if target_filter is not None:  # its own key, or a digest of its output on the reference
             filter_key = getattr(target_filter, "key", None)
             if not isinstance(filter_key, str):
-                filter_key = ckpt.filter_digest(apply_target_filter(character, ref, ref.coords, target_filter))
+                filtered = apply_target_filter(character, ref, ref.coords, target_filter)
+                filter_key = ckpt.filter_digest(filtered)
         settings = ckpt.settings_dict(tracking, cfg, character.config, filter_key)
         fingerprint = ckpt.data_fingerprint(character, ref)
         if checkpoint.resume and checkpoint.path.is_file():
@@ -253,7 +254,7 @@ def project(
     if state is None:
         plan = ref.coords.copy()
         if target_filter is not None:
-            plan = apply_target_filter(character, ref, plan, target_filter)
+            plan = filtered if filtered is not None else apply_target_filter(character, ref, plan, target_filter)
         if cfg.ilc_passes > 0:
             plan = _ilc_plan(character, ref, tracking, cfg, plan)
         state = ckpt.ProjectionState(plan.reshape(F, C).copy(), [], {}, 0.0, time.perf_counter() - t_start)
@@ -321,12 +322,11 @@ def project(
     pos, rot, vel = best.pos[:n], best.rot[:n], best.vel[:n]
     wall = time.perf_counter() - t_start
     fell = detect_fall(pos, rot, ref, tracking, tracking.contact.ground_height_m) if n else None
+    substeps = substeps_for(ref.fps, tracking.solver.max_dt_s)
     assist = None
     if tracking.root_assist is not None and tracking.root_assist.enabled:
-        substeps = sim.substeps if sim is not None else substeps_for(ref.fps, tracking.solver.max_dt_s)
         assist = root_assist_report(character, best.assist_sum, best.assist_max, (n - 1) * substeps)
     motion = character.motion_from_bodies(pos, rot, ref.fps, name=ref.motion.name) if n else ref.motion.slice(0, 1)
-    substeps = substeps_for(ref.fps, tracking.solver.max_dt_s)
     return TrackingResult(
         motion=motion,
         body_pos=pos,

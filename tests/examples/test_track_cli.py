@@ -146,6 +146,14 @@ def _checkpoint_frames(path: Path) -> int:
     return sum(s["f0"] for s in meta["sweeps"])
 
 
+def _wait_for_checkpoint(proc: subprocess.Popen, ckpt: Path, frames: int) -> None:
+    """Waits (at most 5 min) until the running projection's checkpoint holds ``frames`` committed frames."""
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and _checkpoint_frames(ckpt) < frames:
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run finished before it could be interrupted"
+
+
 def test_killed_projection_resumes_to_the_unbroken_result(tmp_path):
     unbroken = tmp_path / "unbroken"
     assert run(*SMALL_PROJECTION, "--output", str(unbroken)).returncode == 0
@@ -153,11 +161,8 @@ def test_killed_projection_resumes_to_the_unbroken_result(tmp_path):
     ckpt = killed / "projection_checkpoint.npz"
     proc = subprocess.Popen([sys.executable, str(SCRIPT), *SMALL_PROJECTION, "--output", str(killed)], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.time() + 300
     try:
-        while time.time() < deadline and proc.poll() is None and _checkpoint_frames(ckpt) < 8:
-            time.sleep(0.02)
-        assert proc.poll() is None, "the run finished before it could be killed"
+        _wait_for_checkpoint(proc, ckpt, 8)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(timeout=60)
@@ -187,13 +192,8 @@ def test_ctrl_c_exits_130_and_names_the_checkpoint(tmp_path):
     proc = subprocess.Popen([sys.executable, str(SCRIPT), *SMALL_PROJECTION, "--output", str(out)], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
-    deadline = time.time() + 300
     try:
-        while (
-            time.time() < deadline and proc.poll() is None and _checkpoint_frames(out / "projection_checkpoint.npz") < 4
-        ):
-            time.sleep(0.02)
-        assert proc.poll() is None, "the run finished before it could be interrupted"
+        _wait_for_checkpoint(proc, out / "projection_checkpoint.npz", 4)
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=120)
     finally:
