@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from sim.physics import (
     TrackingConfig,
     apply_target_filter,
     build_character,
+    contact_material,
     dynamic_feasibility,
     prepare_reference,
     project,
@@ -64,7 +66,7 @@ class TrackConfig:
     preview: bool = True
     """Write preview.gif."""
     preview_frames: int = 96
-    """At most this many preview frames (every n-th frame is drawn)."""
+    """At most this many preview frames (every n-th frame is drawn); at least 1 (--no-preview writes none)."""
     audit: bool = True
     """Write the plausibility audit of the physical motion to OUTPUT/audit/."""
     pose_space: Path | None = None
@@ -201,6 +203,8 @@ def main(cfg: TrackConfig) -> int:
     try:
         for part in (cfg.reference, cfg.character, cfg.tracking, cfg.projection):
             part.check()  # a bad setting fails here, in one line, before any work
+        if cfg.preview_frames < 1:
+            raise ValueError(f"--preview-frames: must be at least 1, got {cfg.preview_frames} (--no-preview: none)")
         checkpoint = ProjectionCheckpoint(cfg.output / CHECKPOINT_NAME, cfg.checkpoint_interval_s, cfg.resume)
         asset = load_asset(cfg.motion)
         clip = asset.clip(cfg.clip)
@@ -226,6 +230,8 @@ def main(cfg: TrackConfig) -> int:
         f"{rig.name}: {character.body_count} bodies, {character.total_mass:.3g} kg, height {character.height:.3g} m;"
         f" {ref.frame_count} frames at {ref.fps:g} fps, root motion {root_motion}"
     )
+    for remark in character.notes:
+        print(f"note: {remark}")
     note = _feasibility_note(character, ref, cfg)
     if note:
         print(note)
@@ -273,10 +279,17 @@ def main(cfg: TrackConfig) -> int:
         out / "physics.usda", character, stage_pos, stage_rot,
         friction=cfg.tracking.contact.friction, restitution=cfg.tracking.contact.restitution,
         ground_height_m=cfg.tracking.contact.ground_height_m,
+        contact=contact_material(character, cfg.tracking.contact),
     )  # fmt: skip
+    # outputs of an earlier run in this folder that this run does not rewrite would pass for its own
+    stale = [] if cfg.preview and result.blowup is None else ["preview.gif"]
     if result.blowup is not None:
-        for stale in ("tracked.usda", "preview.gif"):
-            (out / stale).unlink(missing_ok=True)
+        stale.append("tracked.usda")
+    for name in stale:
+        (out / name).unlink(missing_ok=True)
+    if (not cfg.audit or result.blowup is not None) and (out / "audit").is_dir():
+        shutil.rmtree(out / "audit")
+    if result.blowup is not None:
         print(f"error: {result.blowup}; wrote metrics.json and physics.usda only", file=sys.stderr)
         return 1
     reference_clip = prepared.motion

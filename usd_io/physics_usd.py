@@ -4,12 +4,14 @@ Layout (Z up, SI units, ``metersPerUnit``/``kilogramsPerUnit`` authored)::
 
     /World                               Xform (defaultPrim)
       PhysicsScene                       UsdPhysics.Scene (gravity -Z, 9.81 m/s^2)
-      PhysicsMaterial                    UsdShade.Material + PhysicsMaterialAPI (friction, restitution)
+      PhysicsMaterial                    UsdShade.Material + PhysicsMaterialAPI (friction, restitution;
+                                         newton:contactStiffness/Damping/FrictionGain)
       GroundPlane                        UsdGeom.Plane (Z) + CollisionAPI
       <Character>                        Xform
         <body>                           Xform at its pose + RigidBodyAPI + MassAPI (+ FilteredPairsAPI);
                                          the root body also carries ArticulationRootAPI (floating base)
           collider                       UsdGeom.Capsule (axis Z) + CollisionAPI, bound to the material
+                                         (+ newton:contactGap, physxCollision:contactOffset/restOffset)
         joints/<body>_joint              UsdPhysics.Joint (generic D6) between the parent and child bodies:
                                          localPos/Rot0/1 = the joint frames; transX/Y/Z locked (LimitAPI
                                          low > high); rotX/Y/Z limited (LimitAPI, degrees) and driven
@@ -70,6 +72,7 @@ def write_physics_stage(
     gravity: float = 9.81,
     meters_per_unit: float = 1.0,
     kilograms_per_unit: float = 1.0,
+    contact=None,
 ) -> None:
     """Writes the character's articulation as a UsdPhysics stage, atomically.
 
@@ -82,6 +85,11 @@ def write_physics_stage(
         ground_height_m: ground plane height [m].
         gravity: gravitational acceleration magnitude [m/s^2] (along -Z).
         meters_per_unit, kilograms_per_unit: stage units; lengths, masses and inertias are divided accordingly.
+        contact: optional :class:`sim.physics.ContactMaterial` (``sim.physics.contact_material``): its gap is
+            authored on every collider and the ground (``newton:contactGap``; for PhysX ``physxCollision:
+            contactOffset`` with ``restOffset`` 0), its penalty stiffness, damping and friction gain on the
+            material (``newton:contactStiffness`` ...), so Newton's ``add_usd`` builds the contacts the simulation
+            used. Without it, readers use their own defaults (Newton's gap of 0.1 m lets a small character hover).
 
     Raises:
         ValueError: bad shapes or units.
@@ -123,8 +131,20 @@ def write_physics_stage(
         mat_api.CreateDynamicFrictionAttr(float(friction))
         mat_api.CreateRestitutionAttr(float(restitution))
 
+        if contact is not None:
+            mprim = material.GetPrim()
+            for attr, value in (("newton:contactStiffness", contact.stiffness * M),
+                                ("newton:contactDamping", contact.damping * M),
+                                ("newton:contactFrictionGain", contact.friction_gain * M)):  # fmt: skip
+                mprim.CreateAttribute(attr, Sdf.ValueTypeNames.Float).Set(float(value))
+
         def bind(prim):
             UsdShade.MaterialBindingAPI.Apply(prim).Bind(material, UsdShade.Tokens.weakerThanDescendants, "physics")
+            if contact is not None:
+                gap = float(contact.gap_m * L)
+                prim.CreateAttribute("newton:contactGap", Sdf.ValueTypeNames.Float).Set(gap)
+                prim.CreateAttribute("physxCollision:contactOffset", Sdf.ValueTypeNames.Float).Set(gap)
+                prim.CreateAttribute("physxCollision:restOffset", Sdf.ValueTypeNames.Float).Set(0.0)
 
         ground = UsdGeom.Plane.Define(stage, "/World/GroundPlane")
         ground.CreateAxisAttr(UsdGeom.Tokens.z)

@@ -2,7 +2,7 @@
 
 Typical use::
 
-    ref = prepare_reference(rig, clip, ReferenceConfig(loops=3), target_height_m=0.5)
+    ref = prepare_reference(rig, clip, ReferenceConfig(), loops=3, target_height_m=0.5)
     character = build_character(ref.rig, ref.motion, CharacterConfig())
     result = project(character, ref.motion)          # or track(character, ref.motion)
     # long runs: project(..., checkpoint=ProjectionCheckpoint("run/ckpt.npz", resume=True)) saves and resumes
@@ -25,7 +25,14 @@ from .config import (
 )
 from .feasibility import dynamic_feasibility
 from .metrics import contact_summary, self_penetration, tracking_metrics
-from .newton_model import CharacterSimulation, build_newton_builder, build_newton_model, substeps_for
+from .newton_model import (
+    CharacterSimulation,
+    ContactMaterial,
+    build_newton_builder,
+    build_newton_model,
+    contact_material,
+    substeps_for,
+)
 from .projection import project
 from .reference import (
     PreparedReference,
@@ -58,6 +65,7 @@ __all__ = [
     "CharacterSimulation",
     "CheckpointError",
     "ContactConfig",
+    "ContactMaterial",
     "PhysicsCharacter",
     "PreparedReference",
     "ProjectionCheckpoint",
@@ -74,6 +82,7 @@ __all__ = [
     "build_character",
     "build_newton_builder",
     "build_newton_model",
+    "contact_material",
     "contact_summary",
     "detect_blowup",
     "detect_fall",

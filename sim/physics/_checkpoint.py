@@ -227,6 +227,10 @@ def load(path: Path, settings: dict, fingerprint: str) -> ProjectionState:
     """Reads a checkpoint written by :func:`save`; raises :class:`CheckpointError` naming the file when it is
     unreadable or was written with other settings or for another character or reference."""
     path = Path(path)
+    if path.is_file() and not zipfile.is_zipfile(path):  # np.load would suggest unpickling it
+        raise CheckpointError(
+            f"{path}: not a readable projection checkpoint (not an .npz archive); remove it to start afresh"
+        )
     try:
         with np.load(path, allow_pickle=False) as z:
             data = {k: z[k] for k in z.files}

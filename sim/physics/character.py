@@ -107,6 +107,9 @@ class PhysicsCharacter:
         support_body: True for bodies that touch the ground in the reference motion, shape (body_count,).
         collision_filter_pairs: body pairs (i < j) that never collide: parent/child pairs and pairs overlapping
             in the reference pose.
+        filter_overlap_m: for the non-adjacent pairs among those, their deepest capsule overlap [m] in the poses
+            that made them filtered (rest pose, first reference frame): the self-penetration metric counts only
+            what lies beyond it.
         height: character height [m] (bind pose, Z).
         reference_local_rotations: the reference pose's local joint rotations [quat], shape (joint_count, 4).
         reference_body_pos, reference_body_rot: world body frames of the reference pose (root at the rig's rest
@@ -140,6 +143,7 @@ class PhysicsCharacter:
     reference_body_pos: np.ndarray
     reference_body_rot: np.ndarray
     notes: list[str] = field(default_factory=list)
+    filter_overlap_m: dict[tuple[int, int], float] = field(default_factory=dict)
 
     # -- sizes and names ----------------------------------------------------------------------------------
     @property
@@ -286,8 +290,20 @@ def _mean_rotations(q: np.ndarray) -> np.ndarray:
     return quat_normalize(m)
 
 
-def _meshless_points(rig: Rig, world_pos: np.ndarray, radius_fraction: float) -> tuple[np.ndarray, np.ndarray]:
-    """Pseudo-vertices on a ring around each bone (joint -> child), owned by the joint. Returns points, owners."""
+def _meshless_points(
+    rig: Rig, world_pos: np.ndarray, radius_fraction: float, trunk_radius: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pseudo-vertices on a ring around each bone (joint -> child), owned by the joint. Returns points, owners.
+
+    A bone's ring radius is ``radius_fraction`` x its length, and at least ``trunk_radius`` [m] for trunk bones
+    (whose child's subtree holds at least a third of the joints), 0.8 ``trunk_radius`` for the bone ending at the
+    topmost joint (the head); each trunk joint also gets a ball of points of that radius.
+    """
+    subtree = np.ones(rig.joint_count)
+    for c in range(rig.joint_count - 1, 0, -1):  # parents first: accumulate children into parents
+        subtree[rig.parents[c]] += subtree[c]
+    trunk = subtree >= rig.joint_count / 3.0
+    head = int(np.argmax(world_pos[:, 2])) if trunk_radius > 0.0 else -1  # the topmost joint ends the head bone
     pts, owners = [], []
     angles = np.linspace(0.0, 2 * np.pi, 8, endpoint=False)
     for c in range(1, rig.joint_count):
@@ -301,11 +317,19 @@ def _meshless_points(rig: Rig, world_pos: np.ndarray, radius_fraction: float) ->
         t = np.cross(u, [1.0, 0.0, 0.0] if abs(u[0]) < 0.9 else [0.0, 1.0, 0.0])
         t /= np.linalg.norm(t)
         w = np.cross(u, t)
-        r = radius_fraction * length
+        r = max(radius_fraction * length, trunk_radius if trunk[c] else 0.8 * trunk_radius if c == head else 0.0)
         for s in np.linspace(0.0, 1.0, 5):
             ring = a + s * d + r * (np.cos(angles)[:, None] * t + np.sin(angles)[:, None] * w)
             pts.append(ring)
             owners.append(np.full(len(ring), j))
+    if trunk_radius > 0.0:  # a ball at each trunk joint: a pelvis whose bones are all short still has a body
+        golden = np.pi * (3.0 - np.sqrt(5.0))
+        k = np.arange(32)
+        z = 1.0 - 2.0 * (k + 0.5) / len(k)
+        ball = np.stack([np.sqrt(1 - z * z) * np.cos(golden * k), np.sqrt(1 - z * z) * np.sin(golden * k), z], 1)
+        for j in np.flatnonzero(trunk):
+            pts.append(world_pos[j] + trunk_radius * ball)
+            owners.append(np.full(len(ball), j))
     if not pts:
         raise RigError(f"rig {rig.name!r}: no bones to build colliders from")
     return np.concatenate(pts), np.concatenate(owners)
@@ -356,7 +380,7 @@ def build_character(rig: Rig, motion: Motion | None = None, cfg: CharacterConfig
         rig: the rig; its skinned mesh (or, without one, its bones) gives the colliders.
         motion: the reference motion; it sets the reference pose (mean local rotations), the joint axis frames,
             the motion-derived joint limits and the ground-contact bodies. Without it the rest pose is used.
-        cfg: builder options (``target_height_m`` is ignored here: scale the rig first).
+        cfg: builder options (scale the rig to a real size first: :func:`prepare_reference`).
 
     Raises:
         RigError: the motion does not fit the rig, or nothing to build colliders from.
@@ -380,7 +404,9 @@ def build_character(rig: Rig, motion: Motion | None = None, cfg: CharacterConfig
         rows = np.repeat(np.arange(mesh.vertex_count)[:, None], mesh.influence_count, axis=1)
         np.add.at(weights, (rows, mesh.influence_joints), mesh.influence_weights)
     else:
-        points, owner = _meshless_points(rig, wpos, cfg.meshless_radius_fraction)
+        points, owner = _meshless_points(
+            rig, wpos, cfg.meshless_radius_fraction, cfg.meshless_trunk_radius_fraction * height
+        )
         weights = np.zeros((len(points), rig.joint_count))
         weights[np.arange(len(points)), owner] = 1.0
         notes.append("rig has no skinned mesh: colliders from bone capsules")
@@ -534,7 +560,9 @@ def build_character(rig: Rig, motion: Motion | None = None, cfg: CharacterConfig
     _set_gains(character, bpos, brot, cfg, total_mass)
 
     # -- collision filtering ------------------------------------------------------------------------------
-    filt = set(character.adjacent_pairs())
+    adjacent = set(character.adjacent_pairs())
+    filt = set(adjacent)
+    overlap: dict[tuple[int, int], float] = {}
     if cfg.filter_reference_overlaps:
         poses = [(bpos, brot)]
         if motion is not None:
@@ -543,10 +571,14 @@ def build_character(rig: Rig, motion: Motion | None = None, cfg: CharacterConfig
             a, b_ = character.capsule_world(pp, pr)
             r = character.capsule_radii
             i, j = np.triu_indices(B, 1)
-            d = segment_distance(a[i], b_[i], a[j], b_[j])
-            over = d < r[i] + r[j]
-            filt.update((int(x), int(y)) for x, y in zip(i[over], j[over]))
+            depth = r[i] + r[j] - segment_distance(a[i], b_[i], a[j], b_[j])
+            for x, y, dep in zip(i[depth > 0], j[depth > 0], depth[depth > 0]):
+                pair = (int(x), int(y))
+                filt.add(pair)
+                if pair not in adjacent:
+                    overlap[pair] = max(overlap.get(pair, 0.0), float(dep))
     character.collision_filter_pairs = sorted(filt)
+    character.filter_overlap_m = overlap
     return character
 
 

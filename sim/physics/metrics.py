@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..collision import max_capsule_penetration
+from ..collision import capsule_penetration
 from ..contact_metrics import ContactConfig, character_size, ground_contact_metrics
 from ..kinematics import pose_motion, skin_motion
 from ..motion import Motion
@@ -50,20 +50,57 @@ def contact_summary(rig, motion: Motion, ground_height: float = 0.0) -> dict[str
     }
 
 
-def self_penetration(character: PhysicsCharacter, body_pos: np.ndarray, body_rot: np.ndarray) -> dict[str, object]:
-    """Deepest capsule overlap between colliding (non-adjacent, not filtered) bodies over frames.
+def self_penetration(
+    character: PhysicsCharacter,
+    body_pos: np.ndarray,
+    body_rot: np.ndarray,
+    reference_pos: np.ndarray | None = None,
+    reference_rot: np.ndarray | None = None,
+) -> dict[str, object]:
+    """Deepest capsule overlap between non-adjacent bodies over frames.
+
+    Colliding pairs count with their whole overlap. Pairs the builder excluded from collision because their
+    capsules already overlap in the reference pose (``character.filter_overlap_m``: a thigh's capsule reaching
+    into the pelvis') count with the overlap beyond that allowance and, when a reference motion is given, beyond
+    the pair's overlap in the reference at the same frame: an arm that the simulation drives into the torso is
+    reported although the simulation does not collide the pair, while capsules sliding into each other at a joint
+    as they do in the animation are not.
+
+    Args:
+        character: the character.
+        body_pos, body_rot: world body frames [m] (F, B, 3) and [quat xyzw] (F, B, 4).
+        reference_pos, reference_rot: optional reference body frames, (F', B, 3) / (F', B, 4); frame f of the
+            motion is compared with frame min(f, F' - 1).
 
     Returns:
-        ``max_self_penetration_m`` [m], its ``frame`` and body ``pair`` names (None when nothing overlaps).
+        ``max_self_penetration_m`` [m], its ``frame`` and body ``pair`` names (None when nothing overlaps), and
+        ``filtered`` (True when that pair is one the simulation does not collide).
     """
-    pairs = character.colliding_pairs()
+    colliding = character.colliding_pairs()
+    allowed = character.filter_overlap_m if character.config.self_collision else {}
+    pairs = np.array([*colliding.tolist(), *allowed.keys()], dtype=np.int32).reshape(-1, 2)
+    none = {"max_self_penetration_m": 0.0, "frame": None, "pair": None, "filtered": False}
     if len(pairs) == 0:
-        return {"max_self_penetration_m": 0.0, "frame": None, "pair": None}
-    a, b = character.capsule_world(body_pos, body_rot)
-    depth, f, k = max_capsule_penetration(a, b, character.capsule_radii, pairs)
+        return none
+    radii = character.capsule_radii
+    depth, _ = capsule_penetration(*character.capsule_world(body_pos, body_rot), radii, pairs)
+    allowance = np.broadcast_to(np.array([0.0] * len(colliding) + list(allowed.values())), depth.shape)
+    if allowed and reference_pos is not None and reference_rot is not None:
+        ref_depth, _ = capsule_penetration(*character.capsule_world(reference_pos, reference_rot), radii, pairs)
+        ref_depth = ref_depth[np.minimum(np.arange(len(depth)), len(ref_depth) - 1)]
+        ref_depth[:, : len(colliding)] = 0.0
+        allowance = np.maximum(allowance, ref_depth)
+    depth = depth - allowance
+    if depth.size == 0 or depth.max() <= 0.0:
+        return none
+    f, k = np.unravel_index(int(np.argmax(depth)), depth.shape)
     names = character.body_names
-    pair = None if k < 0 else [names[pairs[k][0]], names[pairs[k][1]]]
-    return {"max_self_penetration_m": depth, "frame": None if f < 0 else f, "pair": pair}
+    return {
+        "max_self_penetration_m": float(depth[f, k]),
+        "frame": int(f),
+        "pair": [names[pairs[k][0]], names[pairs[k][1]]],
+        "filtered": bool(k >= len(colliding)),
+    }
 
 
 def tracking_metrics(
@@ -114,16 +151,17 @@ def tracking_metrics(
         "root_assist": result.root_assist,
     }
     out.update(contact_summary(character.rig, result.motion, ground_height))
-    sp = self_penetration(character, result.body_pos, result.body_rot)
+    sp = self_penetration(character, result.body_pos, result.body_rot, reference.body_pos, reference.body_rot)
     out["max_self_penetration_m"] = sp["max_self_penetration_m"]
     out["max_self_penetration_frame"] = sp["frame"]
     out["max_self_penetration_pair"] = sp["pair"]
+    out["max_self_penetration_pair_filtered"] = sp["filtered"]
     # the reference actually tracked (bodies move rigidly, so its capsules are comparable)
     for k, v in contact_summary(character.rig, reference.motion, ground_height).items():
         out[f"target_{k}"] = v
-    out["target_max_self_penetration_m"] = self_penetration(character, reference.body_pos, reference.body_rot)[
-        "max_self_penetration_m"
-    ]
+    # (filtered pairs measured against the motion itself: only colliding pairs can count)
+    target = (reference.body_pos, reference.body_rot)
+    out["target_max_self_penetration_m"] = self_penetration(character, *target, *target)["max_self_penetration_m"]
     # centroidal feasibility (approximate: finite differences) of the target and, for calibration, of the result
     if reference.frame_count >= 3:
         feas = dynamic_feasibility(character, reference.body_pos, reference.body_rot, reference.fps,
@@ -139,5 +177,5 @@ def tracking_metrics(
         for k, v in contact_summary(character.rig, kinematic_input, ground_height).items():
             out[f"reference_{k}"] = v
         kp, kr = character.body_transforms(kinematic_input)
-        out["reference_max_self_penetration_m"] = self_penetration(character, kp, kr)["max_self_penetration_m"]
+        out["reference_max_self_penetration_m"] = self_penetration(character, kp, kr, kp, kr)["max_self_penetration_m"]
     return out

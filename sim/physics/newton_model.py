@@ -5,6 +5,8 @@ Newton (and its solvers) are imported on first use of this module, never by ``im
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import warp as wp
 
@@ -36,6 +38,33 @@ def _transform(pos, rot):
     return wp.transform(wp.vec3(*[float(x) for x in pos]), wp.quat(*[float(x) for x in rot]))
 
 
+@dataclass(frozen=True)
+class ContactMaterial:
+    """The contact parameters a character's shapes get in Newton (also authored on its UsdPhysics stage).
+
+    Attributes:
+        gap_m: contact detection gap [m] (``ModelBuilder.rigid_gap``; USD ``newton:contactGap``).
+        stiffness: penalty contact stiffness [N/m] (penalty solvers only).
+        damping: penalty contact damping [N s/m].
+        friction_gain: penalty friction gain [N s/m].
+    """
+
+    gap_m: float
+    stiffness: float
+    damping: float
+    friction_gain: float
+
+
+def contact_material(character: PhysicsCharacter, contact: ContactConfig) -> ContactMaterial:
+    """The contact parameters of ``character`` under ``contact``: the gap scales with the height, the penalty
+    stiffness with the total mass, damping and friction gain are critical for the median body mass."""
+    ke = contact.penalty_stiffness_per_kg * character.total_mass
+    light = float(np.median(character.body_mass))
+    kd = 2.0 * float(np.sqrt(ke * light))
+    return ContactMaterial(gap_m=contact.contact_gap_fraction * character.height, stiffness=ke, damping=kd,
+                           friction_gain=kd)  # fmt: skip
+
+
 def build_newton_builder(character: PhysicsCharacter, solver: SolverConfig, contact: ContactConfig):
     """A ``newton.ModelBuilder`` holding one copy of the character (no ground), bodies in character order.
 
@@ -45,17 +74,15 @@ def build_newton_builder(character: PhysicsCharacter, solver: SolverConfig, cont
     """
     newton = _newton()
     b = newton.ModelBuilder(up_axis=newton.Axis.Z, gravity=(0.0, 0.0, -GRAVITY))
-    h = character.height
-    b.rigid_gap = contact.contact_gap_fraction * h
-    penalty_ke = contact.penalty_stiffness_per_kg * character.total_mass
-    light = float(np.median(character.body_mass))
+    material = contact_material(character, contact)
+    b.rigid_gap = material.gap_m
     shape_cfg = newton.ModelBuilder.ShapeConfig(
         density=0.0,
         mu=contact.friction,
         restitution=contact.restitution,
-        ke=penalty_ke,
-        kd=2.0 * np.sqrt(penalty_ke * light),
-        kf=2.0 * np.sqrt(penalty_ke * light),
+        ke=material.stiffness,
+        kd=material.damping,
+        kf=material.friction_gain,
         collision_group=1 if character.config.self_collision else -1,
     )
     use_limits = np.isfinite(character.limit_lower) & np.isfinite(character.limit_upper)

@@ -19,14 +19,43 @@ from ..rig import Rig
 __all__ = ["render_preview"]
 
 
+def _bone_tubes(pos: np.ndarray, parents: np.ndarray, radius: float, sides: int = 6) -> tuple[np.ndarray, np.ndarray]:
+    """Hexagonal prisms around the bones: points (F, 2 * sides * nbones, 3) and triangles (T, 3).
+
+    Args:
+        pos: world joint positions [m], shape (F, J, 3).
+        parents: parent index per joint (-1 for the root), shape (J,).
+        radius: prism radius [m].
+        sides: sides per prism.
+    """
+    child = np.array([c for c, p in enumerate(parents) if p >= 0], dtype=np.int64)
+    parent = np.asarray(parents, dtype=np.int64)[child]
+    a, b = pos[:, parent], pos[:, child]  # (F, N, 3)
+    axis = b - a
+    length = np.linalg.norm(axis, axis=-1, keepdims=True)
+    axis = np.where(length > 1e-12, axis / np.maximum(length, 1e-12), np.array([0.0, 0.0, 1.0]))
+    helper = np.where(np.abs(axis[..., 2:3]) < 0.9, np.array([0.0, 0.0, 1.0]), np.array([1.0, 0.0, 0.0]))
+    u = np.cross(axis, helper)
+    u /= np.linalg.norm(u, axis=-1, keepdims=True)
+    v = np.cross(axis, u)
+    ang = 2.0 * np.pi * np.arange(sides) / sides
+    ring = radius * (np.cos(ang)[:, None] * u[..., None, :] + np.sin(ang)[:, None] * v[..., None, :])  # (F, N, S, 3)
+    pts = np.concatenate([a[..., None, :] + ring, b[..., None, :] + ring], axis=-2)  # (F, N, 2S, 3)
+    k = np.arange(sides)
+    k1 = (k + 1) % sides
+    quad = np.concatenate([np.stack([k, k1, sides + k], 1), np.stack([k1, sides + k1, sides + k], 1)])
+    tris = (quad[None] + (2 * sides) * np.arange(len(child))[:, None, None]).reshape(-1, 3)
+    return pts.reshape(pos.shape[0], -1, 3), tris
+
+
 def _points(rig: Rig, motion: Motion) -> tuple[np.ndarray, np.ndarray]:
-    """Skinned vertices (F, V, 3) and triangles (T, 3); meshless rigs draw their bones as thin quads."""
+    """Skinned vertices (F, V, 3) and triangles (T, 3); meshless rigs draw their bones as thin prisms."""
     if rig.meshes and sum(len(m.triangles) for m in rig.meshes):
         mesh = rig.merged_mesh()
         return skin_motion(rig, motion, mesh=mesh)[0], mesh.triangles
     pos = pose_motion(rig, motion)[0]
-    tris = [(p, c, c) for c, p in enumerate(rig.parents) if p >= 0]
-    return pos, np.array(tris, dtype=np.int64).reshape(-1, 3)
+    extent = np.ptp(pos[0], axis=0).max() if pos.size else 1.0
+    return _bone_tubes(pos, rig.parents, 0.015 * max(float(extent), 1e-6))
 
 
 def render_preview(
@@ -48,7 +77,7 @@ def render_preview(
         motion: the motion to show (colour).
         ghost: optional reference motion, drawn translucent and offset sideways by 1.5 character widths.
         size: image size [px] (width, height).
-        max_frames: keep every n-th frame so that at most this many are drawn.
+        max_frames: keep every n-th frame so that at most this many are drawn (None: every frame).
         ground_height: ground plane height [m].
         title: caption.
     """
@@ -59,9 +88,11 @@ def render_preview(
     import matplotlib.pyplot as plt
     from matplotlib.collections import PolyCollection
 
+    if max_frames is not None and max_frames < 1:
+        raise ValueError(f"max_frames: must be at least 1 (or None for every frame), got {max_frames}")
     pts, tris = _points(rig, motion)
     F = pts.shape[0]
-    step = max(1, int(np.ceil(F / max_frames))) if max_frames else 1
+    step = max(1, int(np.ceil(F / max_frames))) if max_frames is not None else 1
     frames = np.arange(0, F, step)
     gpts = None
     if ghost is not None:

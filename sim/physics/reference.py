@@ -330,7 +330,7 @@ def prepare_reference(
         scale = float(target_height_m) / rig.height()
         rig, motion = scale_rig(rig, scale), scale_motion(motion, scale)
     motion = loop_motion(motion, loops)
-    fps = cfg.fps or motion.fps
+    fps = cfg.fps or min(motion.fps, cfg.max_fps)
     if not motion.is_uniform() or abs(fps - motion.fps) > 1e-9 or abs(motion.times[0]) > 1e-12:
         motion = motion.resample(fps)
     motion = Motion(fps, motion.root_translations, motion.rotations, motion.translations, name=motion.name)

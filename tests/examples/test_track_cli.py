@@ -72,6 +72,9 @@ def test_pd_run_writes_every_output(tmp_path):
     phys = Usd.Stage.Open(str(out / "physics.usda"))
     bodies = [p for p in phys.Traverse() if p.HasAPI(UsdPhysics.RigidBodyAPI)]
     assert len(bodies) == metrics["body_count"]
+    gaps = [p.GetAttribute("newton:contactGap").Get() for p in phys.Traverse() if p.HasAPI(UsdPhysics.CollisionAPI)]
+    assert len(gaps) == metrics["body_count"] + 1  # colliders and ground, at ContactConfig.contact_gap_fraction
+    np.testing.assert_allclose(gaps, 0.01 * metrics["character_height_m"], rtol=1e-6)
     import imageio.v2 as imageio
 
     assert len(imageio.mimread(out / "preview.gif")) == 3
@@ -112,6 +115,8 @@ def test_bad_input_exits_2(tmp_path):
     assert proc.returncode == 2 and "ProjectionConfig.temperature" in proc.stderr and not (tmp_path / "z").exists()
     proc = run("--character.joint-limits-deg", "nope", "-10", "10", "--output", str(tmp_path / "w"))
     assert proc.returncode == 2 and "no joint 'nope'" in proc.stderr and not (tmp_path / "w").exists()
+    proc = run("--preview-frames", "0", "--output", str(tmp_path / "v"))
+    assert proc.returncode == 2 and "--preview-frames" in proc.stderr and not (tmp_path / "v").exists()
     (tmp_path / "afile").write_text("")
     proc = run("--output", str(tmp_path / "afile" / "out"))
     assert proc.returncode == 2 and "afile is a file" in proc.stderr and "Traceback" not in proc.stderr
@@ -120,8 +125,9 @@ def test_bad_input_exits_2(tmp_path):
 def test_blowup_exits_1_and_claims_no_success(tmp_path):
     """An explicit solver at a far too large step explodes: reported with its frame, no animation written."""
     out = tmp_path / "blow"
-    (out).mkdir()
-    (out / "tracked.usda").write_text("stale")
+    (out / "audit").mkdir(parents=True)
+    for stale in ("tracked.usda", "preview.gif", "audit/report.json"):  # an earlier run's outputs
+        (out / stale).write_text("stale")
     proc = run("--method", "pd", "--output", str(out), "--no-audit", "--tracking.solver.solver", "featherstone",
                "--tracking.solver.max-dt-s", "0.02")  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -129,6 +135,7 @@ def test_blowup_exits_1_and_claims_no_success(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["success"] is False and metrics["blowup"]["frame"] >= 1
     assert not (out / "tracked.usda").exists() and not (out / "preview.gif").exists()
+    assert not (out / "audit").exists()  # no earlier report passes for this run's
 
 
 SMALL_PROJECTION = ["--method", "projection", "--no-preview", "--no-audit", "--projection.samples", "4",

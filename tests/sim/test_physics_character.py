@@ -82,6 +82,42 @@ def test_bodies_merge_leaf_bones_and_mass_from_density():
     assert set(ch.adjacent_pairs()) <= set(ch.collision_filter_pairs)
 
 
+def test_fast_clips_are_resampled_to_the_frame_rate_cap():
+    rig = table_quadruped()
+    frames = 121  # 1 s at 120 fps
+    t = np.arange(frames) / 120.0
+    rot = np.repeat(rig.rest_rotations[None], frames, 0)
+    rot[:, 1] = axis_angle_to_quat(np.outer(np.sin(2 * np.pi * t), [0.0, 0.4, 0.0]))
+    motion = sim.Motion(120.0, np.repeat(rig.rest_translations[:1], frames, 0), rot)
+    ref = prepare_reference(rig, motion, ReferenceConfig(root_motion="keep", ground="none"))
+    assert ref.motion.fps == 30.0 and ref.motion.frame_count == 31  # same second, every 4th frame
+    np.testing.assert_allclose(ref.motion.rotations[:, 1], rot[::4, 1], atol=1e-9)
+    kept = prepare_reference(rig, motion, ReferenceConfig(root_motion="keep", ground="none", max_fps=200.0))
+    assert kept.motion.fps == 120.0 and kept.motion.frame_count == frames
+    explicit = prepare_reference(rig, motion, ReferenceConfig(root_motion="keep", ground="none", fps=60.0))
+    assert explicit.motion.fps == 60.0
+
+
+def test_meshless_human_carries_its_mass_in_the_trunk():
+    import sim.characters
+
+    rig, _ = sim.characters.build("biped")
+    bones = sim.Rig(rig.joint_names, rig.parents, rig.rest_translations, rig.rest_rotations, name="bones")
+    ch = build_character(bones)
+    assert "rig has no skinned mesh: colliders from bone capsules" in ch.notes
+    mass = dict(zip(ch.body_names, ch.body_mass))
+    legs = sum(m for n, m in mass.items() if any(k in n for k in ("leg", "foot", "thigh", "shin", "toe")))
+    arms = sum(m for n, m in mass.items() if any(k in n for k in ("arm", "hand", "shoulder")))
+    head = sum(m for n, m in mass.items() if "head" in n or "neck" in n)
+    trunk = ch.total_mass - legs - arms - head
+    # human segment shares (de Leva 1996): trunk 43%, legs 32%, arms 10%, head 7%; a capsule body is cruder,
+    # but the trunk must dominate and the head must weigh something
+    assert trunk / ch.total_mass > 0.35, mass
+    assert head / ch.total_mass > 0.03, mass
+    # at 1000 kg/m^3 a 1.76 m body of that build weighs tens of kilograms (length-scaled bones gave ~15 kg)
+    assert 30.0 < ch.total_mass < 120.0, ch.total_mass
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [

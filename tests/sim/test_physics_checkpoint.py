@@ -179,5 +179,9 @@ def test_checkpoints_of_other_jobs_are_refused(case, tmp_path):
     path.write_bytes(path.read_bytes()[:100])  # a truncated file
     with pytest.raises(CheckpointError, match=r"job\.npz: not a readable projection checkpoint"):
         project(ch, ref, TrackingConfig(), short, checkpoint=again)
+    path.write_text("not an archive\n")  # any other file: no advice to unpickle it
+    with pytest.raises(CheckpointError, match=r"job\.npz: not a readable projection checkpoint") as err:
+        project(ch, ref, TrackingConfig(), short, checkpoint=again)
+    assert "pickle" not in str(err.value)
     with pytest.raises(ValueError, match=r"interval_s"):
         ProjectionCheckpoint(path, interval_s=float("nan"))

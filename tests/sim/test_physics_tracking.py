@@ -90,6 +90,40 @@ def test_self_collision_keeps_limbs_apart():
     assert free_depth > 0.03
 
 
+def test_self_penetration_counts_filtered_pairs_beyond_their_allowance(table):
+    from sim._collision_reference import segment_distance_reference
+
+    ch = dataclasses.replace(table)
+    torso, lower = ch.body_names.index("torso"), ch.body_names.index("leg0_lower")
+    allowance = 0.01
+    ch.collision_filter_pairs = sorted({*ch.collision_filter_pairs, (torso, lower)})
+    ch.filter_overlap_m = {(torso, lower): allowance}
+    pos = np.repeat(ch.reference_body_pos[None], 3, 0)
+    rot = np.repeat(ch.reference_body_rot[None], 3, 0)
+    for f, lift in ((1, 0.75), (2, 0.95)):  # the lower leg pushed up into the torso, deeper in frame 2
+        pos[f, lower] += lift * (ch.reference_body_pos[torso] - ch.reference_body_pos[lower])
+    a, b = ch.capsule_world(pos, rot)
+    r = ch.capsule_radii
+
+    def overlap(f):  # independent reference: radii minus the exact segment distance
+        return r[torso] + r[lower] - segment_distance_reference(a[f, torso], b[f, torso], a[f, lower], b[f, lower])
+
+    assert overlap(2) > overlap(1) > allowance
+    colliding = [tuple(p) for p in ch.colliding_pairs()]
+    assert (torso, lower) not in colliding
+    others = self_penetration(dataclasses.replace(ch, filter_overlap_m={}), pos, rot)["max_self_penetration_m"]
+    assert others < overlap(2) - allowance  # the pair below dominates
+    sp = self_penetration(ch, pos, rot)
+    assert sp["pair"] == ["torso", "leg0_lower"] and sp["filtered"] and sp["frame"] == 2
+    np.testing.assert_allclose(sp["max_self_penetration_m"], overlap(2) - allowance, atol=1e-9)
+    # against a reference that overlaps as deeply at the same frames, only the excess counts
+    ref_pos = pos.copy()
+    ref_pos[2] = pos[1]  # the reference goes only as deep as frame 1 in frame 2
+    sp = self_penetration(ch, pos, rot, ref_pos, rot)
+    np.testing.assert_allclose(sp["max_self_penetration_m"], max(overlap(2) - overlap(1), others), atol=1e-9)
+    assert self_penetration(ch, pos, rot, pos, rot)["max_self_penetration_m"] == others
+
+
 def test_tracking_is_deterministic(table):
     motion = walkish(table.rig)
     a = track(table, motion)

@@ -168,3 +168,28 @@ def test_posed_stage_agrees_between_zero_joint_state_and_authored_bodies(tmp_pat
     order = [labels.index(n) for n in character.body_names]
     np.testing.assert_allclose(body_q[order, :3], pos, atol=1e-5)
     np.testing.assert_allclose(np.abs((body_q[order, 3:] * rot).sum(-1)), 1.0, atol=1e-5)
+
+
+def test_contact_material_reads_back_as_simulated(tmp_path, character):
+    from pxr import Usd
+
+    from sim.physics import ContactConfig, build_newton_builder, contact_material
+
+    contact = ContactConfig(contact_gap_fraction=0.02, penalty_stiffness_per_kg=3.0e3)
+    material = contact_material(character, contact)
+    path = tmp_path / "physics.usda"
+    write_physics_stage(path, character, contact=material)
+    b = _read_back(path)
+    simulated = build_newton_builder(character, sim.physics.SolverConfig(), contact)  # what tracking builds
+    np.testing.assert_allclose(np.array(b.shape_gap), simulated.rigid_gap, rtol=GAIN_RTOL)  # colliders and ground
+    for name in ("shape_material_ke", "shape_material_kd", "shape_material_kf"):
+        np.testing.assert_allclose(np.array(getattr(b, name)), getattr(simulated, name)[0], rtol=GAIN_RTOL)
+    # PhysX reads the same gap as contactOffset - restOffset
+    stage = Usd.Stage.Open(str(path))
+    collider = next(p for p in stage.Traverse() if p.GetName() == "collider")
+    offset = collider.GetAttribute("physxCollision:contactOffset").Get()
+    assert offset - collider.GetAttribute("physxCollision:restOffset").Get() == pytest.approx(material.gap_m)
+    assert validate_stage(path, include_warnings=True) == []
+    # without a contact material Newton falls back to its own default gap, not the simulated one
+    write_physics_stage(tmp_path / "bare.usda", character)
+    assert not np.allclose(np.array(_read_back(tmp_path / "bare.usda").shape_gap), simulated.rigid_gap)
