@@ -68,6 +68,17 @@ def _resolve_bound_clip(clips: Sequence[Motion], bound_clip: int | str) -> int:
     return index % len(clips)
 
 
+TIME_CODE_SNAP = 1e-5
+"""Time codes this close to a whole number [time codes] are written as that number: float32 key times (glTF)
+times the frame rate land ~2e-6 off whole frames (Fox Walk's last key: 82.0000019), float64 products ~1e-14."""
+
+
+def _snap_time_codes(codes: np.ndarray) -> np.ndarray:
+    """Whole numbers for time codes within :data:`TIME_CODE_SNAP` of one; others unchanged (keys are not moved)."""
+    whole = np.round(codes)
+    return np.where(np.abs(codes - whole) <= TIME_CODE_SNAP, whole, codes)
+
+
 def write_usdskel(
     path: str | Path,
     rig: Rig,
@@ -82,8 +93,9 @@ def write_usdskel(
 
     The format follows the extension (``.usda`` text, ``.usdc``/``.usd`` binary crate). Each clip becomes a
     SkelAnimation time-sampled at ``time code = times[s] * timeCodesPerSecond + start_time_code`` (keyframed
-    clips keep their key times); every joint is animated (translations from the clip's root channel and
-    per-joint translations or the rest pose, rotations, unit scales).
+    clips keep their key times; codes within ``TIME_CODE_SNAP`` of a whole number are written as it); every
+    joint is animated (translations from the clip's root channel and per-joint translations or the rest pose,
+    rotations, unit scales).
 
     Args:
         path: output file (``.usda``, ``.usdc`` or ``.usd``); its folder is created when missing.
@@ -163,7 +175,7 @@ def write_usdskel(
                 t_attr = anim.CreateTranslationsAttr()
                 r_attr = anim.CreateRotationsAttr()
                 s_attr = anim.CreateScalesAttr()
-                codes = clip.times * tcps + float(start_time_code)
+                codes = _snap_time_codes(clip.times * tcps + float(start_time_code))
                 for f, code in enumerate(codes):
                     tc = Usd.TimeCode(float(code))
                     t_attr.Set(Vt.Vec3fArray.FromNumpy(translations[f]), tc)

@@ -206,6 +206,25 @@ def test_no_clips(tmp_path, rig):
     assert validate_stage(path) == []
 
 
+def test_time_codes_near_whole_frames_are_whole(tmp_path, rig, clips):
+    clip = clips[0]
+    frames = np.arange(clip.frame_count)
+    # float32 key times, as glTF stores them (k / 24 s is not exact in float32), plus one key truly between frames
+    times = (frames / 24.0).astype(np.float32).astype(np.float64)
+    times[-1] = (frames[-1] - 0.5) / 24.0
+    keyed = Motion(24.0, clip.root_translations, clip.rotations, times=times)
+    path = tmp_path / "keys.usda"
+    write_usdskel(path, rig, [keyed])
+    stage = Usd.Stage.Open(str(path))
+    anim = next(p for p in stage.Traverse() if p.IsA(UsdSkel.Animation))
+    codes = UsdSkel.Animation(anim).GetRotationsAttr().GetTimeSamples()
+    raw = times * 24.0
+    assert np.any(raw[:-1] != frames[:-1])  # the float32 noise is there before writing
+    assert codes[:-1] == [float(f) for f in frames[:-1]]
+    assert codes[-1] == pytest.approx(frames[-1] - 0.5)  # a key between frames is not moved
+    assert stage.GetEndTimeCode() == pytest.approx(frames[-1] - 0.5)
+
+
 # -- (b) Pixar's skinning -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("bound", [0, 1])
 def test_skinning_matches_pixar(tmp_path, rig, clips, bound):
