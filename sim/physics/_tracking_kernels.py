@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import warp as wp
 
+from .._collision_kernels import segment_closest_params
+
 wp.set_module_options({"enable_backward": False})
 
 
@@ -155,6 +157,48 @@ def rollout_cost_kernel(
                 v = wp.spatial_top(twist) + wp.cross(wp.spatial_bottom(twist), low - com)
                 vxy = wp.vec3(v[0], v[1], 0.0) * inv_height
                 c += skate_weight * wp.dot(vxy, vxy)
+    if not wp.isfinite(c):
+        c = 1.0e30
+    cost_out[w] = cost_out[w] + c
+
+
+@wp.kernel
+def self_penetration_cost_kernel(
+    step: wp.array[wp.int32],
+    substeps: int,
+    frame_count: int,
+    body_q: wp.array[wp.transform],
+    bodies_per_world: int,
+    inv_height: float,
+    seg_a: wp.array[wp.vec3],
+    seg_b: wp.array[wp.vec3],
+    radius: wp.array[wp.float32],
+    pairs: wp.array2d[wp.int32],
+    allowance: wp.array2d[wp.float32],
+    weight: float,
+    cost_out: wp.array[wp.float32],
+):
+    """Adds one frame's self-penetration cost per world: for each body pair the simulation does not collide
+    (``pairs`` (P, 2), world-local body indices), ``weight x (excess / height)^2`` of its capsule overlap beyond
+    ``allowance[f, p]`` [m] (the pair's overlap allowed at frame ``f``). One thread per world, pairs in order
+    (deterministic sums)."""
+    w = wp.tid()
+    f = wp.min(step[0] // substeps, frame_count - 1)
+    c = wp.float32(0.0)
+    for p in range(pairs.shape[0]):
+        i = pairs[p, 0]
+        j = pairs[p, 1]
+        Xi = body_q[w * bodies_per_world + i]
+        Xj = body_q[w * bodies_per_world + j]
+        pa = wp.vec3d(wp.transform_point(Xi, seg_a[i]))
+        pb = wp.vec3d(wp.transform_point(Xi, seg_b[i]))
+        qa = wp.vec3d(wp.transform_point(Xj, seg_a[j]))
+        qb = wp.vec3d(wp.transform_point(Xj, seg_b[j]))
+        st = segment_closest_params(pa, pb, qa, qb)
+        d = wp.length((pa + st[0] * (pb - pa)) - (qa + st[1] * (qb - qa)))
+        excess = (radius[i] + radius[j] - wp.float32(d) - allowance[f, p]) * inv_height
+        if excess > 0.0:
+            c += weight * excess * excess
     if not wp.isfinite(c):
         c = 1.0e30
     cost_out[w] = cost_out[w] + c

@@ -299,6 +299,10 @@ class ProjectionConfig:
     skate_weight: float = 0.0
     """Cost weight of the horizontal speed of ground-contact bodies' lowest points while they touch the ground
     (within 1% of the height), in heights per second, squared: planted feet stay planted."""
+    self_penetration_weight: float = 100.0
+    """Cost weight of the capsule overlap of body pairs the simulation does not collide (they overlap in the
+    reference pose: a thigh reaching into the pelvis) beyond their overlap in the reference at the same frame, in
+    heights, squared: the planner keeps the limbs from sinking further into the body than the animation does."""
     offset_weight: float = 0.002
     """Cost weight of the target offsets [rad^2] (keeps the plan close to the reference targets)."""
     seed: int = 0
@@ -319,7 +323,8 @@ class ProjectionConfig:
             self,
             positive=("sigma_decay", "temperature", "pass_sigma_decay"),
             nonnegative=("sigma_deg", "max_offset_deg", "ilc_passes", "position_weight", "root_weight",
-                         "rotation_weight", "velocity_weight", "skate_weight", "offset_weight", "threads"),
+                         "rotation_weight", "velocity_weight", "skate_weight", "self_penetration_weight",
+                         "offset_weight", "threads"),
             at_least_one=("window_frames", "commit_frames", "knot_interval_frames", "iterations", "passes",
                           "rollout_batches"),
             at_least_two=("samples",),

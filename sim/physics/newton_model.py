@@ -65,6 +65,23 @@ def contact_material(character: PhysicsCharacter, contact: ContactConfig) -> Con
                            friction_gain=kd)  # fmt: skip
 
 
+def filtered_pair_allowance(
+    character: PhysicsCharacter, ref_pos: np.ndarray, ref_rot: np.ndarray, frame_count: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The body pairs the simulation does not collide although they are not parent and child
+    (``character.filter_overlap_m``), shape (P, 2), and the capsule overlap allowed per frame [m], shape
+    (frame_count, P): the larger of the pair's overlap in the reference pose and in the reference at that frame
+    (the allowance of :func:`sim.physics.self_penetration`)."""
+    from ..collision import capsule_penetration
+
+    pairs = np.array(sorted(character.filter_overlap_m), dtype=np.int32).reshape(-1, 2)
+    static = np.array([character.filter_overlap_m[tuple(p)] for p in pairs.tolist()])
+    frames = np.minimum(np.arange(frame_count), len(ref_pos) - 1)
+    a, b = character.capsule_world(np.asarray(ref_pos, np.float64)[frames], np.asarray(ref_rot, np.float64)[frames])
+    depth, _ = capsule_penetration(a, b, character.capsule_radii, pairs)
+    return pairs, np.maximum(depth, static[None])
+
+
 def build_newton_builder(character: PhysicsCharacter, solver: SolverConfig, contact: ContactConfig):
     """A ``newton.ModelBuilder`` holding one copy of the character (no ground), bodies in character order.
 
@@ -221,7 +238,8 @@ class CharacterSimulation:
             root_reference: reference root body frames: positions (F, 3) [m], rotations (F, 4).
             cost_reference: reference body origins (F, B, 3), rotations (F, B, 4) and COM velocities (F, B, 3)
                 for the per-world rollout cost.
-            cost_weights: keyword weights of :func:`rollout_cost_kernel` (position, root, rotation, velocity, skate).
+            cost_weights: keyword weights of :func:`rollout_cost_kernel` (position, root, rotation, velocity, skate)
+                and ``self_penetration`` (:func:`self_penetration_cost_kernel`, 0: off).
         """
         newton = _newton()
         self.newton = newton
@@ -273,7 +291,8 @@ class CharacterSimulation:
                 wp.array(rot.astype(np.float32), dtype=wp.quat, device=self.device),
                 wp.array(vel.astype(np.float32), dtype=wp.vec3, device=self.device),
             )
-            w = {"position": 1.0, "root": 4.0, "rotation": 0.02, "velocity": 0.01, "skate": 0.0}
+            w = {"position": 1.0, "root": 4.0, "rotation": 0.02, "velocity": 0.01, "skate": 0.0,
+                 "self_penetration": 0.0}  # fmt: skip
             w.update(cost_weights or {})
             self._cost_w = w
             caps = character.capsules
@@ -289,6 +308,13 @@ class CharacterSimulation:
                 wp.array(character.support_body.astype(np.int32), dtype=wp.int32, device=self.device),
             )
             self._contact_band = float(self.contact_cfg.ground_height_m + 0.01 * character.height)
+            self._self_pen = None
+            if w["self_penetration"] > 0.0 and character.filter_overlap_m:
+                pairs, allowance = filtered_pair_allowance(character, pos, rot, self.frame_count)
+                self._self_pen = (
+                    wp.array(pairs, dtype=wp.int32, device=self.device),
+                    wp.array(allowance.astype(np.float32), dtype=wp.float32, device=self.device),
+                )
 
     # -- setup ----------------------------------------------------------------------------------------
     def _setup_root_assist(self, root_reference) -> None:
@@ -465,6 +491,17 @@ class CharacterSimulation:
                 outputs=[self.cost],
                 device=self.device,
             )  # fmt: skip
+            if self._self_pen is not None:
+                seg_a, seg_b, radius = self._cost_caps[:3]
+                wp.launch(
+                    K.self_penetration_cost_kernel,
+                    dim=self.world_count,
+                    inputs=[self.step_index, self.substeps, self.frame_count, self.state_0.body_q, self.B,
+                            1.0 / self.character.height, seg_a, seg_b, radius, *self._self_pen,
+                            w["self_penetration"]],
+                    outputs=[self.cost],
+                    device=self.device,
+                )  # fmt: skip
 
     def step_frame(self) -> None:
         """Advances every world by one motion frame."""

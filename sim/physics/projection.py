@@ -293,6 +293,7 @@ def project(
             "rotation": cfg.rotation_weight,
             "velocity": cfg.velocity_weight,
             "skate": cfg.skate_weight,
+            "self_penetration": cfg.self_penetration_weight,
         }
         sim = RolloutWorlds(
             character, ref.fps, F, W, cfg.rollout_batches, cfg.threads, solver=tracking.solver,

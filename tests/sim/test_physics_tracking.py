@@ -124,6 +124,51 @@ def test_self_penetration_counts_filtered_pairs_beyond_their_allowance(table):
     assert self_penetration(ch, pos, rot, pos, rot)["max_self_penetration_m"] == others
 
 
+def test_self_penetration_cost_kernel_matches_the_metric(table):
+    """The projection's cost term is the squared excess that ``self_penetration`` reports, per frame and world."""
+    import warp as wp
+
+    from sim.physics import _tracking_kernels as K
+    from sim.physics.newton_model import filtered_pair_allowance
+
+    ch = dataclasses.replace(table)
+    torso, lower = ch.body_names.index("torso"), ch.body_names.index("leg0_lower")
+    ch.collision_filter_pairs = sorted({*ch.collision_filter_pairs, (torso, lower)})
+    ch.filter_overlap_m = {(torso, lower): 0.01}
+    ref_pos = np.repeat(ch.reference_body_pos[None], 2, 0)
+    ref_rot = np.repeat(ch.reference_body_rot[None], 2, 0)
+    pairs, allowance = filtered_pair_allowance(ch, ref_pos, ref_rot, 2)
+    assert pairs.tolist() == [[torso, lower]] and np.all(allowance >= 0.01)
+    worlds = []  # world 0 at the reference, worlds 1-2 with the lower leg pushed into the torso
+    for lift in (0.0, 0.75, 0.95):
+        pos = ch.reference_body_pos.copy()
+        pos[lower] += lift * (pos[torso] - pos[lower])
+        worlds.append(pos)
+    B = ch.body_count
+    body_q = np.concatenate([np.concatenate([p, ch.reference_body_rot], axis=1) for p in worlds]).astype(np.float32)
+    caps = ch.capsules
+    weight = 7.0
+    for frame in (0, 1):
+        cost = wp.zeros(3, dtype=wp.float32, device="cpu")
+        wp.launch(
+            K.self_penetration_cost_kernel, dim=3,
+            inputs=[wp.array([frame * 2], dtype=wp.int32, device="cpu"), 2, 2,
+                    wp.array(body_q, dtype=wp.transform, device="cpu"), B, 1.0 / ch.height,
+                    wp.array(np.stack([c.endpoints[0] for c in caps]).astype(np.float32), dtype=wp.vec3),
+                    wp.array(np.stack([c.endpoints[1] for c in caps]).astype(np.float32), dtype=wp.vec3),
+                    wp.array(ch.capsule_radii.astype(np.float32), dtype=wp.float32),
+                    wp.array(pairs, dtype=wp.int32), wp.array(allowance.astype(np.float32), dtype=wp.float32),
+                    weight],
+            outputs=[cost], device="cpu",
+        )  # fmt: skip
+        for w, pos in enumerate(worlds):
+            sp = self_penetration(ch, pos[None], ch.reference_body_rot[None], ref_pos[frame : frame + 1], ref_rot)
+            excess = sp["max_self_penetration_m"] if sp["filtered"] else 0.0
+            want = weight * (excess / ch.height) ** 2
+            np.testing.assert_allclose(cost.numpy()[w], want, rtol=1e-4, atol=1e-9)
+    assert cost.numpy()[0] == 0.0 and cost.numpy()[2] > cost.numpy()[1] > 0.0
+
+
 def test_tracking_is_deterministic(table):
     motion = walkish(table.rig)
     a = track(table, motion)
