@@ -23,7 +23,15 @@ from .data import (
     parse_clip_spec,
 )
 from .diffusion import Conditioning, DiffusionConfig, GaussianDiffusion
-from .evaluation import EvalConfig, end_effectors, evaluate, evaluate_rig, evaluate_zero_shot, exact_self_intersection
+from .evaluation import (
+    EvalConfig,
+    end_effectors,
+    evaluate,
+    evaluate_rig,
+    evaluate_zero_shot,
+    exact_self_intersection,
+    heldout_clips_in_training,
+)
 from .metrics import apd, joint_positions, pose_features, prdc, slerp_path
 from .model import ModelConfig, PoseDenoiser
 from .pose_rig import FEATURE_COUNT, IDENTITY_6D, PoseRig
@@ -84,6 +92,7 @@ __all__ = [
     "evaluate_zero_shot",
     "exact_self_intersection",
     "graph_distances",
+    "heldout_clips_in_training",
     "humanoid_map",
     "joint_active_mask",
     "joint_positions",

@@ -39,6 +39,10 @@ def make_pose_prior(
     def prior(rotations: torch.Tensor, world: torch.Tensor | None = None) -> torch.Tensor:
         if rotations.ndim != 3 or rotations.shape[1:] != (pr.joint_count, 4):
             raise ValueError(f"pose prior: rotations must be (F, {pr.joint_count}, 4), got {tuple(rotations.shape)}")
+        finite = torch.isfinite(rotations.detach()).all(dim=-1)
+        if not bool(finite.all()):  # a NaN would make the loss and every gradient NaN without a word
+            f, j = (int(i) for i in torch.nonzero(~finite)[0])
+            raise ValueError(f"pose prior: non-finite rotation at frame {f}, joint {j} ({rig.joint_names[j]})")
         device = rotations.device
         rotations = rotations.to("cpu")  # the model and the validators live on the CPU; autograd crosses back
         poses = pr.encode_torch(rotations)  # (F, J, 6)

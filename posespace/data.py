@@ -19,8 +19,10 @@ Every clip is resampled to a common frame rate (slerp between keys) and encoded 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -79,7 +81,7 @@ def parse_clip_spec(text: str | ClipSpec) -> ClipSpec:
     :class:`ClipSpec`."""
     if isinstance(text, ClipSpec):
         return text
-    source, _, clips = str(text).partition("#")
+    source, clips = _split_clips(str(text))
     count, target = 8, None
     if source.startswith(GAIT_PREFIX):
         source, _, at = source.partition("@")
@@ -94,6 +96,23 @@ def parse_clip_spec(text: str | ClipSpec) -> ClipSpec:
                 raise InputError(text, "count", f"expected an integer after '*', got {n!r}") from None
     names = tuple(c.strip() for c in clips.split(",") if c.strip()) or None
     return ClipSpec(source, names, count, target=target)
+
+
+def _split_clips(text: str) -> tuple[str, str]:
+    """``text`` split into (source, clip list) at a ``#``: where the left part names an existing file (file names
+    may contain ``#``), else at the last one (clip names do not)."""
+    cuts = [i for i, c in enumerate(text) if c == "#"]
+    if not cuts or _is_file(text):
+        return text, ""
+    cut = next((i for i in reversed(cuts) if _is_file(text[:i])), cuts[-1])
+    return text[:cut], text[cut + 1 :]
+
+
+def _is_file(source: str) -> bool:
+    """Whether a source names an existing file (``PATH``, or the ``@PATH`` of a ``gaits:`` source)."""
+    if source.startswith(GAIT_PREFIX):
+        source = source.partition("@")[2]
+    return bool(source) and Path(source).is_file()
 
 
 _WALK_RANGES = {
@@ -221,6 +240,11 @@ def load_clips(spec: str | ClipSpec) -> tuple[Rig, dict[str, Motion]]:
     return rig, clips
 
 
+def _clip_matches(full_name: str, name: str) -> bool:
+    """Whether ``name`` names the clip ``full_name`` (``"source#clip"``): the full name or the clip name."""
+    return name == full_name or full_name.endswith("#" + name)
+
+
 @dataclass
 class RigPoses:
     """Poses of one skeleton.
@@ -243,7 +267,7 @@ class RigPoses:
     def clip(self, name: str) -> np.ndarray:
         """Poses of the clip called ``name`` (``"source#clip"`` or just ``clip``)."""
         for i, n in enumerate(self.clip_names):
-            if n == name or n.split("#")[-1] == name:
+            if _clip_matches(n, name):
                 return self.poses[self.clip_ids == i]
         raise KeyError(f"no clip {name!r}; clips: {', '.join(self.clip_names)}")
 
@@ -262,10 +286,16 @@ class PoseSet:
     def from_specs(cls, specs: Iterable[str | ClipSpec], fps: float = 60.0) -> PoseSet:
         """Loads every spec, resamples its clips to ``fps`` and groups them by skeleton."""
         out = cls()
+        seen: set[tuple[str, str]] = set()
         for spec in specs:
             spec = parse_clip_spec(spec)
             rig, clips = load_clips(spec)
+            origin = str(dataclasses.replace(spec, clips=None))  # gaits: with their count and target
             for name, motion in clips.items():
+                if (origin, name) in seen:  # the same clip through two specs would count its poses twice
+                    warnings.warn(f"{spec}: clip {name!r} was already loaded; using it once", stacklevel=2)
+                    continue
+                seen.add((origin, name))
                 out.add(rig, motion, f"{spec.source}#{name}", fps)
         return out
 
@@ -291,12 +321,26 @@ class PoseSet:
         sig = rig_signature(rig)
         return next((r for r in self.rigs if r.pose_rig.signature == sig), None)
 
-    def split_by_clip(self, heldout: Iterable[str]) -> tuple[PoseSet, PoseSet]:
-        """(train, held-out): clips whose ``"source#clip"`` name or clip name is in ``heldout`` go to held-out."""
+    def clip_names(self) -> list[str]:
+        """Every clip's ``"source#clip"`` name, skeleton by skeleton."""
+        return [n for r in self.rigs for n in r.clip_names]
+
+    def split_by_clip(self, heldout: Iterable[str], strict: bool = True) -> tuple[PoseSet, PoseSet]:
+        """(train, held-out): clips whose ``"source#clip"`` name or clip name is in ``heldout`` go to held-out.
+
+        Raises:
+            KeyError: ``strict`` and a held-out name matches no clip (a typo would silently train on everything);
+                the message names the unmatched names and lists the clips.
+        """
         held = set(heldout)
+        if strict:
+            names = self.clip_names()
+            missing = [h for h in dict.fromkeys(heldout) if not any(_clip_matches(n, h) for n in names)]
+            if missing:
+                raise KeyError(f"held-out {', '.join(map(repr, missing))}: no such clip; clips: {', '.join(names)}")
         train, test = PoseSet(), PoseSet()
         for r in self.rigs:
-            is_held = np.array([n in held or n.split("#")[-1] in held for n in r.clip_names], dtype=bool)
+            is_held = np.array([any(_clip_matches(n, h) for h in held) for n in r.clip_names], dtype=bool)
             for target, keep in ((train, ~is_held), (test, is_held)):
                 if not keep.any():
                     continue
@@ -336,6 +380,15 @@ class AugmentConfig:
     """Standard deviation of a random rotation applied to every active joint [deg]."""
     feature_noise: float = 0.03
     """Relative noise on the length-like joint features (bone lengths, offsets, region sizes)."""
+
+    def check(self) -> AugmentConfig:
+        """Returns self when every setting is in range; ValueError naming the field otherwise."""
+        from ._checks import check_fraction, check_number
+
+        check_fraction("AugmentConfig.mirror", self.mirror)
+        check_number("AugmentConfig.rotation_noise_deg", self.rotation_noise_deg, 0.0)
+        check_number("AugmentConfig.feature_noise", self.feature_noise, 0.0)
+        return self
 
 
 @dataclass

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ._checks import check_fraction, check_number
 from .model import PoseDenoiser
 
 __all__ = ["Conditioning", "DiffusionConfig", "GaussianDiffusion"]
@@ -32,6 +33,12 @@ class DiffusionConfig:
     """``s`` of the cosine schedule (Nichol & Dhariwal 2021)."""
     min_alpha_bar: float = 1e-5
     """``alpha_bar`` is clamped to [min_alpha_bar, 1] (t = 1 is then almost pure noise)."""
+
+    def check(self) -> DiffusionConfig:
+        """Returns self when the schedule is well defined; ValueError naming the field otherwise."""
+        check_number("DiffusionConfig.cosine_offset", self.cosine_offset, 0.0)
+        check_fraction("DiffusionConfig.min_alpha_bar", self.min_alpha_bar, open_low=True, open_high=True)
+        return self
 
 
 @dataclass

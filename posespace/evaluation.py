@@ -28,6 +28,7 @@ __all__ = [
     "evaluate_rig",
     "evaluate_zero_shot",
     "exact_self_intersection",
+    "heldout_clips_in_training",
 ]
 
 
@@ -63,6 +64,24 @@ class EvalConfig:
     seed: int = 0
     """Random seed."""
 
+    def check(self) -> EvalConfig:
+        """Returns self when every setting is in range (:func:`evaluate` calls this first); ValueError naming the
+        field otherwise."""
+        from ._checks import check_int, check_number
+
+        check_int("EvalConfig.prdc_k", self.prdc_k, 1)
+        check_int("EvalConfig.samples", self.samples, 1)
+        if self.samples <= self.prdc_k:
+            raise ValueError(f"EvalConfig.samples: PRDC needs more samples than EvalConfig.prdc_k ({self.prdc_k}), "
+                             f"got {self.samples}")  # fmt: skip
+        for name in ("prdc_stride", "max_real", "ik_poses", "projection_poses", "interpolation_pairs"):
+            check_int(f"EvalConfig.{name}", getattr(self, name), 1)
+        check_int("EvalConfig.interpolation_steps", self.interpolation_steps, 2)
+        check_int("EvalConfig.seed", self.seed, 0)
+        check_number("EvalConfig.ik_tolerance", self.ik_tolerance, 0.0, strict=True)
+        check_number("EvalConfig.corruption_deg", self.corruption_deg, 0.0)
+        return self
+
 
 def end_effectors(pose_rig) -> list[int]:
     """Leaf joints (hands, feet, head, tail tip, BVH end sites): their positions depend on every joint above."""
@@ -84,7 +103,7 @@ def evaluate_rig(
             held-out poses is reported as ``prdc_training_data`` (what a model that reproduced its training set
             exactly would score).
     """
-    cfg = cfg or EvalConfig()
+    cfg = (cfg or EvalConfig()).check()
     rng = np.random.default_rng(cfg.seed)
     pr = space.pose_rig(rig)
     val = space.validators(rig)
@@ -103,11 +122,16 @@ def evaluate_rig(
     stride = max(1, min(cfg.prdc_stride, len(real) // (cfg.prdc_k + 2)))
     real_prdc = pose_features(pr, real[::stride])
     out["prdc_heldout_poses"] = len(real_prdc)
-    out["prdc"] = prdc(real_prdc, pose_features(pr, samples), cfg.prdc_k)
-    out["prdc_unguided"] = prdc(real_prdc, pose_features(pr, unguided), cfg.prdc_k)
-    if train_poses is not None and len(train_poses) > cfg.prdc_k:
-        pick = rng.choice(len(train_poses), min(cfg.samples, len(train_poses)), replace=False)
-        out["prdc_training_data"] = prdc(real_prdc, pose_features(pr, train_poses[pick]), cfg.prdc_k)
+    if len(real_prdc) <= cfg.prdc_k:  # k-NN balls need k + 1 held-out poses: the other figures still count
+        out["prdc"] = out["prdc_unguided"] = None
+        out["prdc_skipped"] = (f"{len(real_prdc)} held-out poses, PRDC needs more than k = {cfg.prdc_k} (hold out "
+                               "a longer clip or lower --eval.prdc-k)")  # fmt: skip
+    else:
+        out["prdc"] = prdc(real_prdc, pose_features(pr, samples), cfg.prdc_k)
+        out["prdc_unguided"] = prdc(real_prdc, pose_features(pr, unguided), cfg.prdc_k)
+        if train_poses is not None and len(train_poses) > cfg.prdc_k:
+            pick = rng.choice(len(train_poses), min(cfg.samples, len(train_poses)), replace=False)
+            out["prdc_training_data"] = prdc(real_prdc, pose_features(pr, train_poses[pick]), cfg.prdc_k)
 
     if rig.meshes:
         out["exact_self_intersection"] = {
@@ -171,7 +195,7 @@ def exact_self_intersection(space: PoseSpace, rig: Rig, poses: np.ndarray) -> di
 
     pr = space.pose_rig(rig)
     mesh = rig.merged_mesh()
-    motion = pr.decode(poses)
+    motion = pr.decode(poses, on_ground=False)  # translation does not change intersections
     points, _ = sim.skin_motion(rig, sim.Motion(motion.fps, motion.root_translations, motion.rotations))
     report = MeshSelfIntersection(mesh.triangles, mesh.points).motion(points)
     depth = report.depth_m / pr.height
@@ -238,6 +262,22 @@ def evaluate_zero_shot(space: PoseSpace, source: str, cfg: EvalConfig | None = N
     return out
 
 
+def _clip_key(name: str) -> tuple[str, str]:
+    """(source, clip) of a ``"source#clip"`` name, a file source as its resolved path (``a/../x.bvh`` is ``x.bvh``)."""
+    from pathlib import Path
+
+    source, _, clip = name.rpartition("#")
+    path = Path(source)
+    return (str(path.resolve()) if source and path.is_file() else source), clip
+
+
+def heldout_clips_in_training(space: PoseSpace, names: list[str]) -> list[str]:
+    """Those of ``names`` (``"source#clip"``) that are among the pose space's training clips (empty when the
+    checkpoint does not record them)."""
+    seen = {_clip_key(n) for n in space.training_clips}
+    return [n for n in names if _clip_key(n) in seen]
+
+
 def evaluate(
     space: PoseSpace, heldout: PoseSet, cfg: EvalConfig | None = None, train: PoseSet | None = None,
     progress: Callable[[int, int, str], None] | None = None,
@@ -248,8 +288,10 @@ def evaluate(
         train: the training poses (optional): adds each skeleton's ``prdc_training_data`` reference.
         progress: called before each skeleton with (skeletons done, skeletons in all, what comes next).
     """
-    cfg = cfg or EvalConfig()
+    cfg = (cfg or EvalConfig()).check()
     out: dict = {"heldout": {}, "zero_shot": {}}
+    # a held-out clip the model was trained on measures memory, not generalization
+    out["heldout_clips_in_training"] = heldout_clips_in_training(space, heldout.clip_names())
     total = len(heldout.rigs) + len(cfg.zero_shot)
     for i, r in enumerate(heldout.rigs):
         rig = r.pose_rig.rig

@@ -15,7 +15,7 @@ def joint_positions(pose_rig, poses: np.ndarray) -> np.ndarray:
     """World joint positions [m] of 6D poses (N, J, 6) with the root at the origin, shape (N, J, 3)."""
     import sim
 
-    motion = pose_rig.decode(poses)
+    motion = pose_rig.decode(poses, on_ground=False)
     motion = sim.Motion(motion.fps, np.zeros((motion.frame_count, 3)), motion.rotations)
     pos, _ = sim.pose_motion(pose_rig.rig, motion)
     return pos

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ._checks import check_int, check_number
 from .pose_rig import FEATURE_COUNT
 
 __all__ = ["ModelConfig", "PoseDenoiser"]
@@ -38,7 +39,27 @@ class ModelConfig:
     mlp_ratio: float = 2.0
     """MLP hidden width / token width."""
     feature_count: int = FEATURE_COUNT
-    """Length of the joint feature vectors."""
+    """Length of the joint feature vectors (fixed by :meth:`posespace.PoseRig.joint_features`: must be
+    FEATURE_COUNT; recorded so a checkpoint says what it was trained on)."""
+
+    def check(self) -> ModelConfig:
+        """Returns self when the sizes make a working network (training calls this first); ValueError naming the
+        field otherwise."""
+        for name in ("width", "depth", "heads"):
+            check_int(f"ModelConfig.{name}", getattr(self, name), 1)
+        check_int("ModelConfig.max_distance", self.max_distance, 0)
+        if self.width % 2:
+            raise ValueError(f"ModelConfig.width: must be even (the time embedding is sin/cos pairs), got {self.width}")
+        if self.width % self.heads:
+            raise ValueError(f"ModelConfig.width: must be a multiple of ModelConfig.heads ({self.heads}), "
+                             f"got {self.width}")  # fmt: skip
+        check_number("ModelConfig.mlp_ratio", self.mlp_ratio, 0.0, strict=True)
+        if int(self.mlp_ratio * self.width) < 1:
+            raise ValueError(f"ModelConfig.mlp_ratio: {self.mlp_ratio!r} x width {self.width} leaves no MLP unit")
+        if self.feature_count != FEATURE_COUNT:
+            raise ValueError(f"ModelConfig.feature_count: the joint features have {FEATURE_COUNT} entries (fixed by "
+                             f"the pose rig), got {self.feature_count!r}")  # fmt: skip
+        return self
 
 
 def timestep_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:

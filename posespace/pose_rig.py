@@ -171,13 +171,17 @@ class PoseRig:
         fps: float = 30.0,
         name: str = "poses",
         like: Motion | None = None,
+        on_ground: bool = True,
     ) -> Motion:
         """Poses in 6D form (N, J, 6) -> a Motion with one pose per frame.
 
         Args:
             like: a motion with the same frame count whose root translations, headings, inactive joints' rotations,
-                times, fps and name are kept (e.g. the input of a projection); otherwise the root sits at its rest
-                position facing the rest heading.
+                times, fps and name are kept (e.g. the input of a projection).
+            on_ground: without ``like``: each pose stands on the ground, its lowest point (skinned vertex, or joint
+                for rigs without a mesh) at z = 0, the root above its rest position's x, y (:meth:`ground_heights`),
+                facing the rest heading. False: the root at its rest position (BVH rigs have the hips at the origin
+                there, so the feet end up below the ground) -- cheaper where only root-relative positions matter.
         """
         poses = np.asarray(poses, dtype=np.float64)
         if like is not None:
@@ -187,8 +191,32 @@ class PoseRig:
             rot[:, ~self.active] = like.rotations[:, ~self.active]
             return Motion(like.fps, like.root_translations, rot, like.translations, times=like.times, name=like.name)
         rot = self.decode_quats(rot6d_to_quat(poses))
-        root = np.broadcast_to(self.rig.rest_translations[0], (len(poses), 3))
+        root = np.broadcast_to(self.rig.rest_translations[0], (len(poses), 3)).copy()
+        if on_ground:
+            root[:, 2] = self.ground_heights(rot)
         return Motion(fps, root, rot, name=name)
+
+    def lowest_points(self, rotations: np.ndarray) -> np.ndarray:
+        """Height [m] of the lowest point of each pose with the root at the origin, shape (N,): over the skinned
+        vertices of the rig's meshes, or over the joints of a rig without a mesh.
+
+        Args:
+            rotations: local joint rotations [quat xyzw], shape (N, J, 4) (joint translations at rest).
+        """
+        import sim
+
+        rotations = np.asarray(rotations, dtype=np.float64)
+        motion = Motion(30.0, np.zeros((len(rotations), 3)), rotations)
+        if self.rig.meshes:
+            points, _ = sim.skin_motion(self.rig, motion)
+        else:
+            points, _ = sim.pose_motion(self.rig, motion)
+        return points[..., 2].min(axis=1)
+
+    def ground_heights(self, rotations: np.ndarray) -> np.ndarray:
+        """Root height [m] that puts the lowest point of each pose (:meth:`lowest_points`) on the ground z = 0,
+        shape (N,)."""
+        return -self.lowest_points(rotations)
 
     def mirror(self, poses: np.ndarray) -> np.ndarray:
         """Left/right mirror images of 6D poses (N, J, 6) (identity map for rigs without verified symmetry)."""

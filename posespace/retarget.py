@@ -27,8 +27,11 @@ rest direction onto its source bone's (carried by ``A``):
   vectors ``log d`` (by equal fractions of the chain, so equal lengths copy ``d`` one to one);
 * every other joint (e.g. CMU ``LHipJoint``, ``lhand``, fingers) keeps its rest rotation (``d = I``).
 
-The root's displacement from its rest position is scaled by the ratio of the pelvis heights and turned into the
-target's axes (poses ignore it).
+The root's horizontal displacement from its rest position is scaled by the ratio of the pelvis heights and turned
+into the target's axes; its height puts the target's lowest joint as high above the ground (z = 0) as the source's,
+scaled the same way and counted from each rig's standing clearance (how high its lowest joint sits when it stands in
+its rest pose), so feet on the ground stay on it whatever the proportions, also on rigs whose rest pose has the
+hips, not the feet, at z = 0 (BVH). Poses ignore the root.
 On the same skeleton the transfer reproduces the local rotations exactly (``A``, ``C_j`` and ``P`` are
 identities).
 """
@@ -41,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim import Motion, Rig, RigError
+from sim import Motion, Rig, RigError, pose_motion, skin_motion
 from sim.rotations import (
     axis_angle_to_quat,
     matrix_to_quat,
@@ -296,6 +299,18 @@ def _hip_height(rig: Rig, pelvis: int) -> float:
     return float(max(pos[pelvis, 2] - pos[:, 2].min(), 1e-9))
 
 
+def _joint_clearance(rig: Rig) -> float:
+    """Height of the rig's lowest joint above the ground when it stands in its rest pose [m]: above its lowest
+    skinned vertex for rigs with a mesh, else its rest height when not negative (BVH rigs put the hips, not the
+    feet, at the origin: their lowest joints, the end sites, sit at the soles)."""
+    pos, _ = rig.rest_world_transforms()
+    low = float(pos[:, 2].min())
+    if rig.meshes:
+        points, _ = skin_motion(rig, Motion.rest(rig))
+        return max(low - float(points[0, :, 2].min()), 0.0)
+    return max(low, 0.0)
+
+
 def retarget_motion(
     source: Rig,
     motion: Motion,
@@ -391,7 +406,13 @@ def retarget_motion(
             local_t[:, j] = target.rest_rotations[j]
         world_t[:, j] = local_t[:, j] if p < 0 else quat_multiply(world_t[:, p], local_t[:, j])
 
-    # the root's displacement from its rest position, scaled by the hip heights and turned into the target's axes
+    # the root's displacement from its rest position, scaled by the hip heights and turned into the target's axes;
+    # its height puts the target's lowest joint as high above the ground as the source's (scaled), counted from
+    # each rig's standing clearance (a BVH rig's rest pose has the hips, not the feet, at z = 0)
     k = _hip_height(target, tm.pelvis) / _hip_height(source, sm.pelvis)
     root = target.rest_translations[0] + k * (motion.root_translations - source.rest_translations[0]) @ axis_map.T
-    return Motion(motion.fps, root, quat_normalize(local_t), times=motion.times, name=name or motion.name)
+    rot_t = quat_normalize(local_t)
+    source_low = pose_motion(source, motion)[0][..., 2].min(axis=1)
+    target_low = pose_motion(target, Motion(motion.fps, np.zeros((F, 3)), rot_t))[0][..., 2].min(axis=1)
+    root[:, 2] = _joint_clearance(target) + k * (source_low - _joint_clearance(source)) - target_low
+    return Motion(motion.fps, root, rot_t, times=motion.times, name=name or motion.name)

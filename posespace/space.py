@@ -18,7 +18,7 @@ predicted clean pose, plus a short final descent ("polish") of the same loss on 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -131,6 +131,8 @@ class PoseSpace:
         validator_config: validator thresholds.
         sampling: sampling settings.
         diffusion: the schedule.
+        training_clips: names (``"source#clip"``) of the clips the model was trained on (recorded in checkpoints
+            so an evaluation can tell when a held-out clip was seen in training; empty when unknown).
     """
 
     def __init__(
@@ -141,6 +143,7 @@ class PoseSpace:
         validator_config: ValidatorConfig | None = None,
         sampling: SamplingConfig | None = None,
         diffusion: DiffusionConfig | None = None,
+        training_clips: Sequence[str] = (),
     ):
         self.model = model.eval()
         for p in self.model.parameters():
@@ -150,6 +153,7 @@ class PoseSpace:
         self.validator_config = validator_config or ValidatorConfig()
         self.sampling = (sampling or SamplingConfig()).check()
         self.diffusion = GaussianDiffusion(diffusion)
+        self.training_clips = tuple(str(c) for c in training_clips)
         self._contexts: dict[int, tuple[Rig, _RigContext]] = {}
 
     # -- persistence ----------------------------------------------------------------------------------------
@@ -164,6 +168,7 @@ class PoseSpace:
             "calibrations": cals,
             "validator_config": asdict(self.validator_config),
             "diffusion_config": asdict(self.diffusion.config),
+            "training_clips": list(self.training_clips),
         }
 
     def fingerprint(self) -> str:
@@ -176,7 +181,8 @@ class PoseSpace:
         for name, t in sorted(self.model.state_dict().items()):
             h.update(name.encode())
             h.update(t.detach().cpu().contiguous().numpy().tobytes())
-        rest = {k: v for k, v in self.state().items() if k != "model"}
+        # the training clip names do not change any output (and older checkpoints lack them)
+        rest = {k: v for k, v in self.state().items() if k not in ("model", "training_clips")}
         rest["sampling"] = asdict(self.sampling)
         h.update(json.dumps(rest, sort_keys=True, default=lambda a: np.asarray(a).tolist()).encode())
         return h.hexdigest()[:16]
@@ -217,13 +223,20 @@ class PoseSpace:
         if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
             raise ValueError(f"not a pose-space checkpoint (expected format {CHECKPOINT_FORMAT!r})")
         cfg = state["model_config"]
-        model = PoseDenoiser(ModelConfig(**cfg))
+        model = PoseDenoiser(ModelConfig(**cfg).check())
         model.load_state_dict(state["model"])
+        bad = [name for name, t in model.state_dict().items() if not bool(torch.isfinite(t).all())]
+        if bad:  # e.g. written by a run that diverged
+            raise ValueError(f"non-finite model weights ({', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''})")
+        scale = state["scale"]
+        if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+            raise ValueError(f"scale: must be a finite number > 0, got {scale!r}")
         vcfg = dict(state.get("validator_config", {}))
         if "loss_weights" in vcfg:
             vcfg["loss_weights"] = tuple(vcfg["loss_weights"])
-        return cls(model, state["scale"], state.get("calibrations", {}), ValidatorConfig(**vcfg), sampling,
-                   DiffusionConfig(**state.get("diffusion_config", {})))  # fmt: skip
+        return cls(model, scale, state.get("calibrations", {}), ValidatorConfig(**vcfg).check(), sampling,
+                   DiffusionConfig(**state.get("diffusion_config", {})).check(),
+                   state.get("training_clips", ()))  # fmt: skip
 
     # -- per-rig state --------------------------------------------------------------------------------------
     def context(self, rig: Rig) -> _RigContext:
@@ -311,7 +324,8 @@ class PoseSpace:
         return _orthonormal(np.concatenate(out))
 
     def sample(self, rig: Rig, n: int, seed: int | None = None, guidance: bool = True) -> Motion:
-        """``n`` plausible poses of ``rig``, one per frame (root at rest, rest heading)."""
+        """``n`` plausible poses of ``rig``, one per frame, each standing on the ground (its lowest point at z = 0,
+        see :meth:`PoseRig.decode`), facing the rest heading."""
         return self.pose_rig(rig).decode(self.sample_poses(rig, n, seed, guidance), name="samples")
 
     def project_poses(self, rig: Rig, poses: np.ndarray, strength: float | None = None) -> np.ndarray:
@@ -402,13 +416,13 @@ class PoseSpace:
         root_translation: np.ndarray | None = None,
         seed: int | None = None,
     ) -> Motion:
-        """Poses reaching sparse joint-position handles (see :meth:`ik_poses`), one per frame."""
+        """Poses reaching sparse joint-position handles (see :meth:`ik_poses`), one per frame, the root at
+        ``root_translation`` (the rest position when None): the frame the handles are given in."""
         poses = self.ik_poses(rig, handles, root_translation, seed)
-        motion = self.pose_rig(rig).decode(poses, name="ik")
-        if root_translation is not None:
-            root = np.broadcast_to(np.asarray(root_translation, dtype=np.float64), (len(poses), 3))
-            motion = Motion(motion.fps, root, motion.rotations, name="ik")
-        return motion
+        motion = self.pose_rig(rig).decode(poses, name="ik", on_ground=False)
+        root = rig.rest_translations[0] if root_translation is None else root_translation
+        root = np.broadcast_to(np.asarray(root, dtype=np.float64), (len(poses), 3))
+        return Motion(motion.fps, root, motion.rotations, name="ik")
 
     def interpolate_poses(self, rig: Rig, a: np.ndarray, b: np.ndarray, steps: int) -> np.ndarray:
         """Noise-space interpolation between 6D poses ``a`` and ``b`` (J, 6), shape (steps, J, 6).
@@ -440,10 +454,17 @@ class PoseSpace:
         return out
 
     def interpolate(self, rig: Rig, a: Motion, b: Motion, steps: int) -> Motion:
-        """A ``steps``-frame path from the first frame of ``a`` to the first frame of ``b`` through the pose space."""
+        """A ``steps``-frame path from the first frame of ``a`` to the first frame of ``b`` through the pose space.
+
+        The poses come from :meth:`interpolate_poses`; the root carries the ends' placement along: it moves in a
+        straight line over the ground from ``a``'s root position to ``b``'s, turns from ``a``'s heading to ``b``'s
+        (slerp about up), and keeps each pose's lowest point at a height blended linearly from the ends' (so the
+        path's ends are the given frames, and a path between two poses standing on the ground stands on it).
+        Inactive joints (e.g. fingers) slerp from ``a``'s rotations to ``b``'s.
+        """
         pr = self.pose_rig(rig)
         path = self.interpolate_poses(rig, pr.encode(a)[0], pr.encode(b)[0], steps)
-        return pr.decode(path, fps=a.fps, name="interpolation")
+        return _placed_path(pr, path, a.slice(0, 1), b.slice(0, 1), a.fps)
 
     def target_filter(
         self, rig: Rig, strength: float | None = None, only_invalid: bool = True
@@ -456,21 +477,28 @@ class PoseSpace:
             only_invalid: project only frames failing a validator; valid frames pass through unchanged.
         """
         pr = self.pose_rig(rig)
+        s = self.sampling.project_strength if strength is None else strength
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not 0.0 <= s <= 1.0:  # NaN fails too
+            raise ValueError(f"strength: must be a diffusion time in [0, 1], got {strength!r}")
+        s = float(s)
 
         def target_filter(targets: Motion) -> Motion:
+            bad = np.argwhere(~np.isfinite(targets.rotations))
+            if len(bad):  # name the frame of the input, not a row of the frames left to project
+                raise ValueError(f"targets {targets.name!r}: non-finite rotation at frame {bad[0][0]}, joint "
+                                 f"{bad[0][1]} ({rig.joint_names[bad[0][1]]})")  # fmt: skip
             poses = pr.encode(targets)
             todo = np.arange(len(poses))
             if only_invalid:
                 todo = np.flatnonzero(~self.validators(rig).check(poses).valid)
             if len(todo) == 0:
                 return targets
-            poses[todo] = self.project_poses(rig, poses[todo], strength)
+            poses[todo] = self.project_poses(rig, poses[todo], s)
             out = pr.decode(poses, like=targets)
             keep = np.setdiff1d(np.arange(len(poses)), todo)
             out.rotations[keep] = targets.rotations[keep]  # untouched frames stay bit-identical
             return out
 
-        s = self.sampling.project_strength if strength is None else float(strength)
         # identifies the filter (checkpoints of a projection refuse to resume with another one)
         target_filter.key = f"posespace-filter:{self.fingerprint()}:strength={s!r}:only_invalid={only_invalid}"
         return target_filter
@@ -495,6 +523,22 @@ class PoseSpace:
         out.__dict__.update(self.__dict__)
         out.sampling = replace(self.sampling, **changes).check()
         return out
+
+
+def _placed_path(pr: PoseRig, path: np.ndarray, a: Motion, b: Motion, fps: float) -> Motion:
+    """6D path (S, J, 6) as a Motion placed between one-frame motions ``a`` and ``b`` (see ``interpolate``)."""
+    from sim.rotations import quat_slerp
+
+    u = np.linspace(0.0, 1.0, len(path))
+    headings = quat_slerp(pr.headings(a.rotations), pr.headings(b.rotations), u)
+    rot = pr.decode_quats(rot6d_to_quat(path), headings)
+    inactive = ~pr.active
+    rot[:, inactive] = quat_slerp(a.rotations[:, inactive], b.rotations[:, inactive], u[:, None])
+    ends = np.concatenate([a.rotations, b.rotations])
+    clearance = np.concatenate([a.root_translations, b.root_translations])[:, 2] + pr.lowest_points(ends)
+    root = (1 - u)[:, None] * a.root_translations + u[:, None] * b.root_translations
+    root[:, 2] = pr.ground_heights(rot) + (1 - u) * clearance[0] + u * clearance[1]
+    return Motion(fps, root, rot, name="interpolation")
 
 
 def _count(name: str, value, low: int) -> int:

@@ -114,6 +114,10 @@ class TrainConfig:
             w = list(self.rig_weights)
             if not w or not all(math.isfinite(x) and x >= 0 for x in w) or sum(w) <= 0:
                 raise ValueError(f"TrainConfig.rig_weights: must be finite weights >= 0 with a positive sum, got {w}")
+        self.model.check()
+        self.augment.check()
+        self.validators.check()
+        self.diffusion.check()
         return self
 
 
@@ -154,6 +158,40 @@ def train(cfg: TrainConfig, pose_set: PoseSet | None = None) -> PoseSpace:
         torch.set_num_threads(threads)
 
 
+RESUME_FIELDS = ("data", "heldout", "fps", "model", "diffusion", "validators", "augment")
+"""Settings a resumed run must share with its checkpoint (they fix the data, its scale, the calibrations and the
+network)."""
+
+
+def _read_resume_state(path: Path, cfg: TrainConfig, clips: list[str], data_given: bool) -> dict:
+    """The checkpoint at ``path`` if ``cfg`` may continue it; ValueError naming the file and every differing
+    setting otherwise (read before anything is written)."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        step = int(state["train"]["step"])
+    except Exception as e:  # torch raises pickle, zip, key and type errors alike for a foreign checkpoint
+        raise ValueError(f"{path}: cannot resume from it ({type(e).__name__}: {e})") from e
+    old = state["train"].get("config") or {}
+    new = _jsonable(asdict(cfg))
+    fields = [f for f in RESUME_FIELDS if f in old and (f != "data" or data_given)]
+    diff = [f"{f} {json.dumps(old[f])} -> {json.dumps(new[f])}" for f in fields if old[f] != new[f]]
+    old_clips = state.get("training_clips")
+    if old_clips and list(old_clips) != clips:
+        changed = ", ".join(sorted(set(clips) ^ set(old_clips)))
+        diff.append(f"training clips {len(old_clips)} -> {len(clips)} ({changed or 'reordered'})")
+    if diff:
+        raise ValueError(f"{path}: cannot resume: the checkpoint was trained with other settings: {'; '.join(diff)} "
+                         "(use the checkpoint's settings, or another --output for a new run)")  # fmt: skip
+    if step > cfg.steps:
+        raise ValueError(f"{path}: cannot resume: the checkpoint is at step {step}, past TrainConfig.steps "
+                         f"{cfg.steps} (give steps > {step} to go on; posespace.pt is the finished model)")  # fmt: skip
+    return state
+
+
+def _all_finite(*modules: torch.nn.Module) -> bool:
+    return all(bool(torch.isfinite(p).all()) for m in modules for p in m.parameters())
+
+
 def _train(cfg: TrainConfig, pose_set: PoseSet | None) -> PoseSpace:
     from accelerate import Accelerator
     from tqdm.auto import tqdm
@@ -168,13 +206,18 @@ def _train(cfg: TrainConfig, pose_set: PoseSet | None) -> PoseSpace:
     if pose_set is None and not cfg.data:
         raise ValueError("TrainConfig.data: no clip specs given")
     full = pose_set if pose_set is not None else PoseSet.from_specs(cfg.data, cfg.fps)
-    train_set, _ = full.split_by_clip(cfg.heldout)
+    train_set, _ = full.split_by_clip(cfg.heldout)  # KeyError naming held-out names that match no clip
     if not train_set.rigs:
         raise ValueError("no training poses left after holding out " + ", ".join(cfg.heldout))
     if cfg.rig_weights is not None and len(cfg.rig_weights) != len(train_set.rigs):
         raise ValueError(f"TrainConfig.rig_weights: {len(cfg.rig_weights)} weights for {len(train_set.rigs)} "
                          "training skeletons")  # fmt: skip
-    if main:  # bad data fails above, before anything is written
+    clips = [n for r in train_set.rigs for n in r.clip_names]
+    ckpt_path = out / "checkpoint.pt"
+    resume_state = None
+    if cfg.resume and ckpt_path.is_file():
+        resume_state = _read_resume_state(ckpt_path, cfg, clips, pose_set is None)
+    if main:  # bad data and a refused resume fail above, before anything is written
         make_folder(out)
         with atomic_output(out / "config.json") as tmp:
             tmp.write_text(json.dumps(_jsonable(asdict(cfg)), indent=2))
@@ -189,17 +232,21 @@ def _train(cfg: TrainConfig, pose_set: PoseSet | None) -> PoseSpace:
     ema = PoseDenoiser(cfg.model)
     ema.load_state_dict(model.state_dict())
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    start = 0
-    ckpt_path = out / "checkpoint.pt"
-    if cfg.resume and ckpt_path.is_file():
+    start, log, seconds_before = 0, [], 0.0
+    if resume_state is not None:
         try:
-            state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-            model.load_state_dict(state["train"]["model"])
-            ema.load_state_dict(state["model"])
-            opt.load_state_dict(state["train"]["optimizer"])
-            start = int(state["train"]["step"])
-        except Exception as e:  # torch raises pickle, zip, key and size errors alike for a foreign checkpoint
-            raise ValueError(f"{ckpt_path}: cannot resume from it ({type(e).__name__}: {e})") from e
+            model.load_state_dict(resume_state["train"]["model"])
+            ema.load_state_dict(resume_state["model"])
+            opt.load_state_dict(resume_state["train"]["optimizer"])
+            for group in opt.param_groups:  # the schedule follows this run's settings (the state holds the old ones)
+                group.update(lr=cfg.lr, initial_lr=cfg.lr, weight_decay=cfg.weight_decay)
+        except Exception as e:  # e.g. a checkpoint from before the settings were recorded
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise ValueError(f"{ckpt_path}: cannot resume from it ({type(e).__name__}: {first})") from e
+        start = int(resume_state["train"]["step"])
+        log = list(resume_state["train"].get("log", []))  # checkpoints before the log was kept: from here on
+        seconds_before = float(resume_state["train"].get("seconds", log[-1]["seconds"] if log else 0.0))
+    last_saved = start if resume_state is not None else None
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _lr_factor(s + start, cfg))
     model, opt = acc.prepare(model, opt)
     diffusion = GaussianDiffusion(cfg.diffusion)
@@ -209,22 +256,35 @@ def _train(cfg: TrainConfig, pose_set: PoseSet | None) -> PoseSpace:
     active_index = [torch.as_tensor(pr.active_index, dtype=torch.long, device=device) for pr in pose_rigs]
 
     def make_space() -> PoseSpace:
-        return PoseSpace(_copy(ema), scale, calibrations, cfg.validators, diffusion=cfg.diffusion)
+        return PoseSpace(_copy(ema), scale, calibrations, cfg.validators, diffusion=cfg.diffusion,
+                         training_clips=clips)  # fmt: skip
 
-    def save(step: int) -> None:
+    def diverged(step: int, what: str) -> FloatingPointError:
+        kept = f"{ckpt_path} (step {last_saved}) is kept" if last_saved is not None else "no checkpoint was written"
+        return FloatingPointError(
+            f"training diverged at step {step}: {what} (lr {cfg.lr:g}, grad_clip {cfg.grad_clip:g}); {kept}: "
+            "lower --lr or set --grad-clip and train again"
+        )
+
+    def save(step: int, seconds: float) -> None:
+        nonlocal last_saved
+        if not _all_finite(ema, acc.unwrap_model(model)):  # never replace a good checkpoint with a broken one
+            raise diverged(step, "non-finite weights")
         state = make_space().state()
         state["train"] = {
             "model": acc.unwrap_model(model).state_dict(),
             "optimizer": opt.state_dict(),
             "step": step,
             "config": _jsonable(asdict(cfg)),
+            "log": log,
+            "seconds": seconds,
         }
         with atomic_output(ckpt_path) as tmp:
             torch.save(state, tmp)
+        last_saved = step
 
-    log = []
     bar = tqdm(range(start, cfg.steps), disable=not (main and cfg.progress), desc="posespace", dynamic_ncols=True)
-    t0 = time.time()
+    t0 = time.time() - seconds_before
     for step in bar:
         batch = sampler.sample().to(device)
         cond = Conditioning(batch.features, batch.distances, batch.mask)
@@ -247,7 +307,14 @@ def _train(cfg: TrainConfig, pose_set: PoseSet | None) -> PoseSpace:
         opt.zero_grad(set_to_none=True)
         acc.backward(loss)
         if cfg.grad_clip > 0:
-            acc.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            grad_norm = acc.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        else:
+            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
+        # gradients are all-reduced: a non-finite loss on any process makes every process stop here
+        if not bool(torch.isfinite(loss.detach())):
+            raise diverged(step + 1, f"non-finite loss {float(loss.detach())}")
+        if not bool(torch.isfinite(grad_norm)):
+            raise diverged(step + 1, "non-finite gradient")
         opt.step()
         sched.step()
         with torch.no_grad():
@@ -255,17 +322,18 @@ def _train(cfg: TrainConfig, pose_set: PoseSet | None) -> PoseSpace:
             for pe, pm in zip(ema.parameters(), acc.unwrap_model(model).parameters()):
                 pe.mul_(decay).add_(pm.detach().cpu(), alpha=1 - decay)
         if main:
-            bar.set_postfix(loss=f"{mse.mean().item():.4f}", val=f"{vloss.item():.4f}")
+            v = float(vloss.detach())
+            bar.set_postfix(loss=f"{float(mse.detach().mean()):.4f}", val=f"{v:.4f}")
             if (step + 1) % 50 == 0:
-                log.append({"step": step + 1, "loss": float(mse.mean()), "validator_loss": float(vloss),
+                log.append({"step": step + 1, "loss": float(mse.detach().mean()), "validator_loss": v,
                             "lr": sched.get_last_lr()[0], "seconds": time.time() - t0})  # fmt: skip
             if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
-                save(step + 1)
+                save(step + 1, time.time() - t0)
     acc.wait_for_everyone()
+    if not _all_finite(ema):
+        raise diverged(cfg.steps, "non-finite weights")
     space = make_space()
     if main:
-        if start >= cfg.steps:
-            save(cfg.steps)
         space.save(out / "posespace.pt")
         summary = {
             "processes": acc.num_processes,

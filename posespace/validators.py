@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import warp as wp
 
+from ._checks import check_fraction, check_int, check_number
 from ._rotations import swing_twist_x
 from ._validator_kernels import joint_limit_kernel, twist_collapse_kernel
 from ._warp_ops import sphere_penetration, warp_device, warp_op
@@ -83,6 +84,29 @@ class ValidatorConfig:
     """The loss (training and guidance) keeps joints this far inside their limits [deg]."""
     loss_weights: tuple[float, float, float] = (1.0, 1.0, 4.0)
     """Weights of the hyperextension [rad^2], bone-twist [ratio^2] and penetration [(m/h)^2] loss terms."""
+
+    def check(self) -> ValidatorConfig:
+        """Returns self when every setting is in range (training and checkpoint loading call this); ValueError
+        naming the field otherwise."""
+        check_int("ValidatorConfig.swing_planes", self.swing_planes, 3)  # fewer half-planes bound no polygon
+        check_number("ValidatorConfig.limit_scale", self.limit_scale, 0.0, strict=True)
+        for name in ("limit_margin_deg", "min_swing_deg", "prior_swing_deg", "prior_twist_deg", "hinge_min_mean_deg",
+                     "hinge_back_ratio", "default_swing_deg", "default_twist_deg", "limit_tolerance_deg",
+                     "penetration_tolerance", "rest_gap", "loss_margin_deg"):  # fmt: skip
+            check_number(f"ValidatorConfig.{name}", getattr(self, name), 0.0)
+        if check_number("ValidatorConfig.hinge_half_angle_deg", self.hinge_half_angle_deg, 0.0) > 180.0:
+            raise ValueError(f"ValidatorConfig.hinge_half_angle_deg: must be an angle in [0, 180] deg, got "
+                             f"{self.hinge_half_angle_deg!r}")  # fmt: skip
+        check_fraction("ValidatorConfig.collapse_ratio", self.collapse_ratio)
+        check_fraction("ValidatorConfig.exclusion_rate", self.exclusion_rate)
+        if not isinstance(self.pool_mirror, bool):
+            raise ValueError(f"ValidatorConfig.pool_mirror: must be True or False, got {self.pool_mirror!r}")
+        w = self.loss_weights
+        if not isinstance(w, (tuple, list)) or len(w) != 3:
+            raise ValueError(f"ValidatorConfig.loss_weights: must be three numbers, got {w!r}")
+        for i, x in enumerate(w):
+            check_number(f"ValidatorConfig.loss_weights[{i}]", x, 0.0)
+        return self
 
 
 @dataclass

@@ -64,6 +64,41 @@ def stick_walk(rig: sim.Rig, frames: int = 60, phase: float = 0.0, amplitude: fl
     return sim.Motion(30.0, root, rot, name="walk")
 
 
+def numpy_fk(rig: sim.Rig, motion: sim.Motion) -> np.ndarray:
+    """World joint positions [m] (F, J, 3) by composing the local transforms in NumPy (a reference independent of
+    the Warp kinematics): rest translations, the motion's root translation and local rotations."""
+    from sim.rotations import quat_multiply, quat_rotate
+
+    frames = motion.frame_count
+    pos = np.zeros((frames, rig.joint_count, 3))
+    rot = np.zeros((frames, rig.joint_count, 4))
+    pos[:, 0], rot[:, 0] = motion.root_translations, motion.rotations[:, 0]
+    for j in range(1, rig.joint_count):
+        p = rig.parents[j]
+        pos[:, j] = pos[:, p] + quat_rotate(rot[:, p], np.broadcast_to(rig.rest_translations[j], (frames, 3)))
+        rot[:, j] = quat_multiply(rot[:, p], motion.rotations[:, j])
+    return pos
+
+
+def hips_at_origin(rig: sim.Rig) -> sim.Rig:
+    """``rig`` with its root moved to the origin, as BVH files have it (the feet then sit ~1 m below z = 0)."""
+    t = rig.rest_translations.copy()
+    t[0] = 0.0
+    return sim.Rig(rig.joint_names, rig.parents, t, rig.rest_rotations, name=rig.name + "_bvh_like")
+
+
+@pytest.fixture(scope="session")
+def fk():
+    """``fk(rig, motion) -> (F, J, 3)`` world joint positions, NumPy reference."""
+    return numpy_fk
+
+
+@pytest.fixture(scope="session")
+def make_bvh_like():
+    """``make_bvh_like(rig) -> Rig`` with the root at the origin (BVH convention)."""
+    return hips_at_origin
+
+
 @pytest.fixture
 def stick() -> sim.Rig:
     return stick_rig()

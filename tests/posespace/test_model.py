@@ -232,3 +232,35 @@ def test_procedural_gait_variations():
     for m in (a, b):
         m.check_rig(rig)
     assert a.frame_count != b.frame_count or np.abs(a.rotations - b.rotations).max() > 1e-3  # different walks
+
+
+def test_split_by_clip_refuses_names_that_match_no_clip(make_stick, make_walk):
+    rig = make_stick()
+    ps = PoseSet()
+    ps.add(rig, make_walk(rig, 10), "a#walk", fps=None)
+    ps.add(rig, make_walk(rig, 10, phase=1.0), "a#jog", fps=None)
+    with pytest.raises(KeyError, match=r"held-out 'jgo': no such clip; clips: a#walk, a#jog"):
+        ps.split_by_clip(["jog", "jgo"])
+    train, held = ps.split_by_clip(["jgo"], strict=False)  # the old lenient split on request
+    assert len(train) == 20 and not held.rigs
+
+
+def test_file_names_with_hash_and_specs_given_twice(tmp_path, assets_dir):
+    import shutil
+
+    from posespace import load_clips
+
+    path = tmp_path / "take#1.bvh"
+    shutil.copy(assets_dir / "bvh" / "131_02.bvh", path)
+    spec = parse_clip_spec(str(path))
+    assert spec.source == str(path) and spec.clips is None  # the file name used to be cut at its '#'
+    _, clips = load_clips(str(path))
+    (name,) = clips
+    assert parse_clip_spec(f"{path}#{name}").source == str(path)
+    assert parse_clip_spec("procedural:quadruped#walk").clips == ("walk",)
+    once = PoseSet.from_specs([str(path)], fps=30.0)
+    with pytest.warns(UserWarning, match=rf"clip '{name}' was already loaded; using it once"):
+        twice = PoseSet.from_specs([str(path), f"{path}#{name}"], fps=30.0)
+    assert len(twice) == len(once) > 0  # not doubled
+    train, held = twice.split_by_clip([name])  # a clip name with '#' in it is still a held-out name
+    assert not train.rigs and len(held) == len(once)

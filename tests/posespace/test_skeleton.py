@@ -153,3 +153,20 @@ def test_procedural_characters_are_symmetric(source):
     assert pr.frame.symmetric
     assert pr.body.proxy is False
     assert len(pr.body.sphere_center) > pr.joint_count // 2
+
+
+def test_decoded_poses_stand_on_the_ground_on_a_bvh_like_rig(make_stick, make_walk, make_bvh_like, fk):
+    """Without a motion to copy the root from, a decoded pose stands on z = 0 (its lowest joint there); a rig with
+    the hips at the origin (BVH) used to have its feet ~1 m underground."""
+    rig = make_bvh_like(make_stick())
+    pr = PoseRig(rig)
+    poses = pr.encode(make_walk(rig, 12))
+    motion = pr.decode(poses)
+    pos = fk(rig, motion)
+    np.testing.assert_allclose(pos[..., 2].min(axis=1), 0.0, atol=FK_TOL)
+    np.testing.assert_allclose(motion.root_translations[:, :2], 0.0, atol=FK_TOL)  # above the rest root's x, y
+    assert (motion.root_translations[:, 2] > 0.8).all()  # the hips stand about a leg above the ground
+    # the old placement stays available (root-relative measures skip the ground search)
+    at_rest = pr.decode(poses, on_ground=False)
+    np.testing.assert_allclose(at_rest.root_translations, 0.0, atol=FK_TOL)
+    assert fk(rig, at_rest)[..., 2].min() < -0.8

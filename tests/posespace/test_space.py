@@ -26,6 +26,7 @@ TINY = ModelConfig(width=32, depth=2, heads=4, max_distance=6)
 ORTHO_TOL = 1e-9
 IK_TOLERANCE = 0.01  # fraction of the rig height
 SAME_POSE_APD = 1e-5  # APD (fraction of the height) of a batch of identical poses, float32 round-off
+GROUND_TOL = 1e-9  # [m] heights placed by forward kinematics in float64
 
 
 class _Helpers:
@@ -259,3 +260,60 @@ def test_train_config_is_checked_before_anything_is_written(tmp_path, make_stick
         assert not out.exists()  # nothing written for a rejected run
     # 0 is meaningful for these: no gradient clipping, no weight decay
     TrainConfig(output=tmp_path / "ok", grad_clip=0.0, weight_decay=0.0).check()
+
+
+def test_samples_stand_on_the_ground_on_a_bvh_like_rig(trained, make_bvh_like, fk):
+    space, rig, *_ = trained
+    bvh = make_bvh_like(rig)  # hips at the origin: decoded at the rest root, the feet were ~1 m underground
+    motion = space.sample(bvh, 6, seed=1)
+    np.testing.assert_allclose(fk(bvh, motion)[..., 2].min(axis=1), 0.0, atol=GROUND_TOL)
+
+
+def test_interpolation_carries_the_ends_root_and_heading(trained, fk):
+    space, rig, _, _, helpers = trained
+    pr = space.pose_rig(rig)
+    walk = helpers.stick_walk(rig, 40)
+    turn = axis_angle_to_quat(np.array([0.0, 0.0, 1.0]))
+    rot = walk.rotations.copy()
+    rot[30, 0] = sim.rotations.quat_multiply(turn, rot[30, 0])  # b faces another way
+    root = walk.root_translations.copy()
+    root[30] += [0.5, -0.3, 0.1]  # and stands elsewhere, 10 cm up in the air
+    walk = sim.Motion(walk.fps, root, rot)
+    a, b = walk.slice(0, 1), walk.slice(30, 31)
+    path = space.interpolate(rig, a, b, 7)
+    np.testing.assert_allclose(path.root_translations[[0, -1]], root[[0, 30]], atol=GROUND_TOL)
+    np.testing.assert_allclose(pr.headings(path.rotations[[0, -1]]), pr.headings(rot[[0, 30]]), atol=1e-9)
+    pos = fk(rig, path)
+    clearance = [fk(rig, m)[0, :, 2].min() for m in (a, b)]
+    # every pose's lowest joint at the height blended from the ends' (the old path sat at the rest root)
+    np.testing.assert_allclose(pos[..., 2].min(axis=1), np.linspace(*clearance, 7), atol=GROUND_TOL)
+    np.testing.assert_allclose(path.root_translations[3, :2], (root[0, :2] + root[30, :2]) / 2, atol=GROUND_TOL)
+
+
+def test_target_filter_and_prior_name_bad_input(trained):
+    space, rig, _, _, helpers = trained
+    motion = _hyperextended(rig, space.pose_rig(rig), helpers.stick_walk(rig, 10), np.arange(3, 8))
+    motion.rotations[6, 3] = np.nan  # after construction (Motion itself refuses NaN)
+    with pytest.raises(ValueError, match=r"non-finite rotation at frame 6, joint 3 \(left_shoulder\)"):
+        space.target_filter(rig)(motion)
+    for strength in (5.0, float("nan"), -0.1):  # refused when the filter is made, not when a frame needs it
+        with pytest.raises(ValueError, match=r"strength: must be a diffusion time in \[0, 1\]"):
+            space.target_filter(rig, strength)
+    prior = space.pose_prior(rig, manifold_weight=0.0)
+    rot = torch.tensor(helpers.stick_walk(rig, 4).rotations, dtype=torch.float32)
+    rot[2, 5] = float("nan")
+    with pytest.raises(ValueError, match=r"pose prior: non-finite rotation at frame 2, joint 5 \(left_hand\)"):
+        prior(rot, None)
+
+
+def test_evaluation_of_a_short_heldout_clip_records_no_prdc(trained):
+    from posespace import EvalConfig, evaluate_rig
+
+    space, rig, ps, _, _ = trained
+    cfg = EvalConfig(samples=8, max_real=3, ik_poses=2, projection_poses=2, interpolation_pairs=1,
+                     interpolation_steps=3, prdc_k=5)  # fmt: skip
+    out = evaluate_rig(space, rig, ps.rigs[0].poses[:3], cfg)
+    assert out["prdc"] is None and "3 held-out poses, PRDC needs more than k = 5" in out["prdc_skipped"]
+    assert out["sample_validity"]["valid"] >= 0.0 and "ik" in out and "interpolation" in out  # the rest counts
+    with pytest.raises(ValueError, match=r"EvalConfig.samples: PRDC needs more samples than EvalConfig.prdc_k"):
+        evaluate_rig(space, rig, ps.rigs[0].poses, EvalConfig(samples=5))

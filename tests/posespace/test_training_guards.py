@@ -1,0 +1,152 @@
+"""Training refuses what it cannot do well: divergence, a resume with other settings, settings out of range, held-out
+names that match no clip; and it keeps its bookkeeping across a resume (tiny models, a few seconds each)."""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from dataclasses import replace
+
+import pytest
+import torch
+
+from posespace import (
+    AugmentConfig,
+    DiffusionConfig,
+    ModelConfig,
+    PoseSet,
+    PoseSpace,
+    TrainConfig,
+    ValidatorConfig,
+    train,
+)
+
+TINY = ModelConfig(width=16, depth=1, heads=2)
+
+
+@pytest.fixture
+def stick_set(make_stick, make_walk) -> PoseSet:
+    rig = make_stick()
+    ps = PoseSet()
+    for name, phase, amp in (("walk", 0.0, 1.0), ("stroll", 0.5, 0.6), ("march", 1.0, 1.2)):
+        ps.add(rig, make_walk(rig, 40, phase, amp), name, fps=None)
+    return ps
+
+
+def _cfg(out, **changes) -> TrainConfig:
+    base = TrainConfig(output=out, steps=4, batch_size=8, warmup=1, model=TINY, progress=False, heldout=("march",),
+                       validator_poses=4, checkpoint_every=4)  # fmt: skip
+    return replace(base, **changes)
+
+
+def test_divergence_stops_at_the_step_and_keeps_the_last_good_checkpoint(tmp_path, stick_set):
+    out = tmp_path / "run"
+    train(_cfg(out), stick_set)
+    ckpt = out / "checkpoint.pt"
+    good = ckpt.read_bytes()
+    (out / "posespace.pt").unlink()
+    # a huge learning rate without clipping really blows the weights up within a few steps
+    wild = _cfg(out, steps=60, lr=1e6, grad_clip=0.0, ema=0.0, resume=True, checkpoint_every=60)
+    with pytest.raises(FloatingPointError, match=r"training diverged at step \d+: non-finite .*step 4\) is kept") as e:
+        train(wild, stick_set)
+    step = int(e.value.args[0].split("at step ")[1].split(":")[0])
+    assert 4 < step < 60
+    assert ckpt.read_bytes() == good  # never replaced by a broken one
+    assert not (out / "posespace.pt").exists()
+    PoseSpace.load(ckpt)  # and still a working pose space
+
+
+def test_a_checkpoint_with_non_finite_weights_or_scale_is_refused_naming_the_file(tmp_path, stick_set):
+    space = train(_cfg(tmp_path / "run", steps=1), stick_set)
+    state = space.state()
+    name = next(iter(state["model"]))
+    broken = dict(state, model={**state["model"], name: torch.full_like(state["model"][name], float("nan"))})
+    torch.save(broken, tmp_path / "nan_weights.pt")
+    with pytest.raises(ValueError, match=rf"nan_weights\.pt: non-finite model weights \({name}"):
+        PoseSpace.load(tmp_path / "nan_weights.pt")
+    torch.save(dict(state, scale=float("nan")), tmp_path / "nan_scale.pt")
+    with pytest.raises(ValueError, match=r"nan_scale\.pt: scale: must be a finite number > 0, got nan"):
+        PoseSpace.load(tmp_path / "nan_scale.pt")
+
+
+def test_resume_with_other_settings_is_refused_before_anything_is_written(tmp_path, stick_set):
+    out = tmp_path / "run"
+    train(_cfg(out), stick_set)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    for changes, message in (
+        ({"model": ModelConfig(width=32, depth=1, heads=2)}, r'model \{"width": 16, .*\} -> \{"width": 32, '),
+        ({"heldout": ("stroll",)}, r'heldout \["march"\] -> \["stroll"\]; training clips 2 -> 2 \(march, stroll\)'),
+        ({"validators": ValidatorConfig(limit_scale=2.0)}, r'validators \{.*"limit_scale": 1.5.*-> \{'),
+        ({"steps": 2}, r"checkpoint is at step 4, past TrainConfig.steps 2"),
+    ):
+        with pytest.raises(ValueError, match=rf"checkpoint\.pt: cannot resume: .*{message}") as e:
+            train(_cfg(out, resume=True, **changes), stick_set)
+        assert "\n" not in str(e.value)
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # config.json included
+
+
+def test_resume_keeps_the_log_and_never_moves_the_step_back(tmp_path, stick_set):
+    out = tmp_path / "run"
+    with warnings.catch_warnings():
+        # float() of the validator loss used to warn "Converting a tensor with requires_grad=True to a scalar"
+        warnings.filterwarnings("error", message=".*requires_grad.*")
+        train(_cfg(out, steps=50, checkpoint_every=50), stick_set)
+        train(_cfg(out, steps=100, checkpoint_every=50, resume=True), stick_set)
+    log = json.loads((out / "train_log.json").read_text())["log"]
+    assert [e["step"] for e in log] == [50, 100]  # the steps before the resume are still there
+    assert log[1]["seconds"] > log[0]["seconds"] > 0
+    # resuming the finished run with the same step count rewrites nothing; with fewer steps it is refused
+    ckpt = out / "checkpoint.pt"
+    data = ckpt.read_bytes()
+    train(_cfg(out, steps=100, resume=True), stick_set)
+    assert ckpt.read_bytes() == data
+    with pytest.raises(ValueError, match=r"at step 100, past TrainConfig\.steps 50"):
+        train(_cfg(out, steps=50, resume=True), stick_set)
+    assert torch.load(ckpt, weights_only=False)["train"]["step"] == 100
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"model": ModelConfig(feature_count=10)}, r"ModelConfig.feature_count: the joint features have 26 entries"),
+        ({"model": ModelConfig(width=10, heads=3)}, r"ModelConfig.width: must be a multiple of .*heads \(3\)"),
+        ({"model": ModelConfig(width=15, heads=1)}, r"ModelConfig.width: must be even"),
+        ({"model": ModelConfig(width=0)}, r"ModelConfig.width: must be an integer >= 1, got 0"),
+        ({"model": ModelConfig(depth=0)}, r"ModelConfig.depth: must be an integer >= 1, got 0"),
+        ({"model": ModelConfig(heads=0)}, r"ModelConfig.heads: must be an integer >= 1, got 0"),
+        ({"model": ModelConfig(max_distance=-1)}, r"ModelConfig.max_distance: must be an integer >= 0, got -1"),
+        ({"model": ModelConfig(mlp_ratio=0.0)}, r"ModelConfig.mlp_ratio: must be a finite number > 0"),
+        ({"validators": ValidatorConfig(swing_planes=0)}, r"ValidatorConfig.swing_planes: must be an integer >= 3"),
+        ({"validators": ValidatorConfig(limit_scale=-1.0)}, r"ValidatorConfig.limit_scale: must be a finite"),
+        ({"validators": ValidatorConfig(collapse_ratio=math.nan)}, r"ValidatorConfig.collapse_ratio: .*\[0, 1\]"),
+        ({"validators": ValidatorConfig(loss_weights=(1.0, -1.0, 4.0))}, r"ValidatorConfig.loss_weights\[1\]"),
+        ({"diffusion": DiffusionConfig(cosine_offset=-1.0)}, r"DiffusionConfig.cosine_offset: must be a finite"),
+        ({"diffusion": DiffusionConfig(min_alpha_bar=2.0)}, r"DiffusionConfig.min_alpha_bar: .*\(0, 1\), got 2.0"),
+        ({"augment": AugmentConfig(mirror=-1.0)}, r"AugmentConfig.mirror: must be a number in \[0, 1\], got -1.0"),
+        ({"augment": AugmentConfig(rotation_noise_deg=-5.0)}, r"AugmentConfig.rotation_noise_deg: must be a finite"),
+    ],
+)
+def test_nested_settings_are_checked_before_any_work(tmp_path, stick_set, changes, message):
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=message):
+        train(_cfg(out, **changes), stick_set)
+    assert not out.exists()
+
+
+def test_unmatched_heldout_names_are_refused_and_training_clips_are_recorded(tmp_path, stick_set):
+    from posespace import heldout_clips_in_training
+
+    out = tmp_path / "run"
+    with pytest.raises(KeyError, match=r"held-out 'Rnu', 'strol': no such clip; clips: walk, stroll, march"):
+        train(_cfg(out, heldout=("march", "Rnu", "strol")), stick_set)
+    assert not out.exists()
+    space = train(_cfg(out), stick_set)
+    loaded = PoseSpace.load(out / "posespace.pt")
+    assert loaded.training_clips == space.training_clips == ("walk", "stroll")
+    assert heldout_clips_in_training(loaded, ["march", "stroll"]) == ["stroll"]
+    # older checkpoints without the record load as before (no clips known)
+    state = loaded.state()
+    del state["training_clips"]
+    assert PoseSpace.from_state(state).training_clips == ()
+    assert PoseSpace.from_state(state).fingerprint() == loaded.fingerprint()  # the record is not the identity
