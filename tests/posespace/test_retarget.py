@@ -16,6 +16,8 @@ DIRECTION_TOL = 1e-9
 TRAVEL_RTOL = 0.05
 """Root travel after retargeting between two rigs whose hip heights differ by a few percent."""
 """Aligned bones point exactly the source's way (unit vectors)."""
+GROUND_TOL = 0.005
+"""[m] lowest joint of a retargeted walk above or below the ground (the source's feet lift a few mm mid-stride)."""
 FLEX_DEG = 10.0
 """Frames with a knee flexion above this [deg] count as bent."""
 
@@ -213,3 +215,15 @@ def test_root_travel_on_a_ground_rooted_rig(biped):
     back = retarget_motion(ground, moving, rig)
     np.testing.assert_allclose(back.root_translations[-1] - back.root_translations[0], travel,
                                rtol=TRAVEL_RTOL, atol=TRAVEL_RTOL * np.linalg.norm(travel))  # fmt: skip
+
+
+def test_retargeted_walk_stands_on_the_ground_on_cmu(assets_dir, biped, fk):
+    """CMU's rest pose has the hips at the origin: the retargeted root used to keep that height (feet ~0.9 m under
+    the ground). Now the target's lowest joint sits as high above the ground as the source walk's (scaled)."""
+    rig, clips = load_clips(f"gaits:biped*2@{assets_dir / CMU}")
+    source, _ = biped
+    source_clearance = fk(source, characters.build("biped")[1]["walk"])[..., 2].min()  # the biped's toes, ~2 cm
+    assert 0.0 < source_clearance < 0.05
+    for motion in clips.values():
+        lowest = fk(rig, motion)[..., 2].min(axis=1)
+        np.testing.assert_allclose(lowest, 0.0, atol=GROUND_TOL)  # CMU's end sites are at the soles
