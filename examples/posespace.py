@@ -12,7 +12,8 @@
 #       --rig ../shared/assets/gltf/Fox.glb --a Run:0 --b Survey:40 --steps 30 --output out/interp.usda
 #   .venv/bin/python examples/posespace.py evaluate --checkpoint runs/posespace/posespace.pt --output out/eval
 #
-# Exit status: 0 on success, 2 on bad input (one line naming the file and the problem).
+# Exit status: 0 on success, 1 when training diverges (the last good checkpoint is kept), 2 on bad input (one line
+# naming the file and the problem), 130 on Ctrl-C (train names the checkpoint to --resume from).
 """Pose space: train | sample | ik | interpolate | evaluate (see the banner above)."""
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from posespace import (  # noqa: E402
     TrainConfig,
     end_effectors,
     evaluate,
+    heldout_clips_in_training,
     joint_positions,
     train,
 )
@@ -81,9 +83,11 @@ class Ik:
     output: Path
     """UsdSkel stage to write: one solved pose per frame."""
     handles: tuple[str, ...] = ()
-    """Handles as JOINT=X,Y,Z in skeleton space [m] (one pose), e.g. lhand=0.3,0.1,1.2."""
+    """Handles as JOINT=X,Y,Z [m] (one pose, each joint once) in skeleton space with the root at its rest position
+    (the rig's rest translation; BVH rigs have the hips at the origin there, feet near z = -0.9), e.g.
+    lhand=0.15,-0.3,0.1 on CMU 131 (facing -y): the left hand in front of the belly."""
     handles_from_frames: tuple[int, ...] = ()
-    """Instead: take the end-effector positions of these frames of the rig's clip (one pose each)."""
+    """Instead of --handles: take the end-effector positions of these frames of the rig's clip (one pose each)."""
     clip: str | None = None
     """Clip for --handles-from-frames (default: the first)."""
     seed: int = 0
@@ -150,9 +154,28 @@ Command = (
 )
 
 
+USD_SUFFIXES = (".usda", ".usdc", ".usd")
+IK_WARN_ERROR = 0.01
+"""ik warns when a handle stays farther than this fraction of the rig height from its target."""
+
+
 def _save_config(cfg, path: Path) -> None:
     with atomic_output(path) as tmp:
         tmp.write_text(json.dumps(asdict(cfg), indent=2, default=str))
+
+
+def _check_output(cfg) -> None:
+    """Fails at once, before the model runs, when OUTPUT cannot be written (wrong extension, a folder that cannot
+    be made) or would overwrite the input rig."""
+    out = Path(cfg.output)
+    if out.suffix.lower() not in USD_SUFFIXES:
+        raise InputError(out, "--output", f"a USD stage must end in {', '.join(USD_SUFFIXES)}, not {out.suffix!r}")
+    rig = Path(cfg.rig)
+    if rig.exists() and out.exists() and rig.resolve() == out.resolve():
+        raise InputError(out, "--output", "is the input --rig: choose another file")
+    if out.is_dir():
+        raise InputError(out, "--output", "is a folder: give a file name")
+    make_folder(out.parent)
 
 
 def _frame_index(asset, motion, index: int) -> int:
@@ -173,64 +196,87 @@ def _frame(asset, text: str, flag: str) -> tuple[str, int]:
 
 
 def run_sample(cfg: Sample) -> str:
+    if isinstance(cfg.count, bool) or not isinstance(cfg.count, int) or cfg.count < 1:
+        raise ValueError(f"--count: must be an integer >= 1, got {cfg.count!r}")
+    _check_output(cfg)
     space = PoseSpace.load(cfg.checkpoint, cfg.sampling)
     rig = load_asset(cfg.rig).rig
     motion = space.sample(rig, cfg.count, seed=cfg.seed, guidance=cfg.guidance)
     rates = space.validators(rig).check(space.pose_rig(rig).encode(motion)).rates()
     write_usdskel(cfg.output, rig, [motion])
-    return f"{cfg.count} samples of {rig.name!r}, validity {rates['valid']:.3f}"
+    return f"{cfg.count} samples of {rig.name!r} (standing on z = 0), validity {rates['valid']:.3f}"
+
+
+def _parse_handles(cfg: Ik, rig) -> dict[str, np.ndarray]:
+    handles = {}
+    for h in cfg.handles:
+        name, _, xyz = h.partition("=")
+        try:
+            rig.joint_index(name)
+        except KeyError as e:
+            raise InputError(cfg.rig, f"--handles {h!r}", e.args[0]) from None
+        if name in handles:
+            raise InputError(cfg.rig, f"--handles {h!r}", f"joint {name!r} has two handles; give each joint once")
+        try:
+            handles[name] = np.array([float(v) for v in xyz.split(",")], dtype=np.float64)
+        except ValueError:
+            handles[name] = np.empty(0)
+        if handles[name].shape != (3,) or not np.isfinite(handles[name]).all():
+            raise InputError(cfg.rig, f"--handles {h!r}", "expected JOINT=X,Y,Z with three finite numbers [m]")
+    return handles
 
 
 def run_ik(cfg: Ik) -> str:
-    space = PoseSpace.load(cfg.checkpoint, cfg.sampling)
-    asset = load_asset(cfg.rig)
-    rig = asset.rig
-    if cfg.handles_from_frames:
-        pr = space.pose_rig(rig)
-        motion = asset.clip(cfg.clip)
-        frames = [_frame_index(asset, motion, f) for f in cfg.handles_from_frames]
-        poses = pr.encode(motion)[frames]
-        pos = joint_positions(pr, poses) + rig.rest_translations[0]
-        handles = {rig.joint_names[j]: pos[:, j] for j in end_effectors(pr)}
-    else:
-        handles = {}
-        for h in cfg.handles:
-            name, _, xyz = h.partition("=")
-            try:
-                rig.joint_index(name)
-            except KeyError as e:
-                raise InputError(cfg.rig, f"--handles {h!r}", e.args[0]) from None
-            try:
-                handles[name] = np.array([float(v) for v in xyz.split(",")], dtype=np.float64)
-            except ValueError:
-                handles[name] = np.empty(0)
-            if handles[name].shape != (3,) or not np.isfinite(handles[name]).all():
-                raise InputError(cfg.rig, f"--handles {h!r}", "expected JOINT=X,Y,Z with three finite numbers [m]")
-        if not handles:
-            raise InputError(cfg.rig, "--handles", "give --handles JOINT=X,Y,Z or --handles-from-frames")
-    t0 = time.perf_counter()
-    motion = space.ik(rig, handles, seed=cfg.seed)
-    ms = 1000 * (time.perf_counter() - t0) / motion.frame_count
-    pos = joint_positions(space.pose_rig(rig), space.pose_rig(rig).encode(motion)) + rig.rest_translations[0]
-    idx = [rig.joint_index(k) if isinstance(k, str) else k for k in handles]
-    target = np.stack([np.atleast_2d(v) for v in handles.values()], axis=1)
-    err = np.linalg.norm(pos[:, idx] - target, axis=-1).max() / rig.height()
-    write_usdskel(cfg.output, rig, [motion])
-    return f"{motion.frame_count} IK poses of {rig.name!r}, worst handle error {err:.4f} x height, {ms:.1f} ms/pose"
-
-
-def run_interpolate(cfg: Interpolate) -> str:
+    if cfg.handles and cfg.handles_from_frames:
+        raise ValueError("--handles / --handles-from-frames: give one or the other")
+    if not cfg.handles and not cfg.handles_from_frames:
+        raise ValueError("--handles: give --handles JOINT=X,Y,Z or --handles-from-frames")
+    _check_output(cfg)
     space = PoseSpace.load(cfg.checkpoint, cfg.sampling)
     asset = load_asset(cfg.rig)
     rig = asset.rig
     pr = space.pose_rig(rig)
+    if cfg.handles_from_frames:
+        motion = asset.clip(cfg.clip)
+        frames = [_frame_index(asset, motion, f) for f in cfg.handles_from_frames]
+        pos = joint_positions(pr, pr.encode(motion)[frames]) + rig.rest_translations[0]
+        handles = {rig.joint_names[j]: pos[:, j] for j in end_effectors(pr)}
+    else:
+        handles = _parse_handles(cfg, rig)
+    space.validators(rig)  # the rig's one-time setup, outside the timing
+    t0 = time.perf_counter()
+    motion = space.ik(rig, handles, seed=cfg.seed)
+    seconds = time.perf_counter() - t0
+    poses = pr.encode(motion)
+    pos = joint_positions(pr, poses) + rig.rest_translations[0]
+    idx = [rig.joint_index(k) for k in handles]
+    target = np.stack([np.atleast_2d(v) for v in handles.values()], axis=1)
+    err = np.linalg.norm(pos[:, idx] - target, axis=-1) / rig.height()
+    valid = space.validators(rig).check(poses).rates()["valid"]
+    write_usdskel(cfg.output, rig, [motion])
+    if err.max() > IK_WARN_ERROR:
+        f, h = np.unravel_index(err.argmax(), err.shape)
+        print(f"warning: handle {list(handles)[h]!r} of pose {f} not reached ({err.max():.3f} x height away): out of "
+              "reach? handles are relative to the rig's rest root position (see --help)", file=sys.stderr)  # fmt: skip
+    # the poses are solved as one batch whose time barely grows with its size: per pose, a few poses look slow
+    ms = 1000 * seconds / motion.frame_count
+    return (f"{motion.frame_count} IK poses of {rig.name!r}, validity {valid:.3f}, worst handle error "
+            f"{err.max():.4f} x height, solved together in {seconds:.2f} s ({ms:.1f} ms/pose; the batch time "
+            "barely grows with its size)")  # fmt: skip
+
+
+def run_interpolate(cfg: Interpolate) -> str:
+    _check_output(cfg)
+    space = PoseSpace.load(cfg.checkpoint, cfg.sampling)
+    asset = load_asset(cfg.rig)
+    rig = asset.rig
     ends = []
     for text, flag in ((cfg.a, "--a"), (cfg.b, "--b")):
         clip, frame = _frame(asset, text, flag)
-        ends.append(pr.encode(asset.clips[clip])[frame])
-    path = space.interpolate_poses(rig, ends[0], ends[1], cfg.steps)
-    rates = space.validators(rig).check(path).rates()
-    motion = pr.decode(path, name="interpolation")
+        ends.append(asset.clips[clip].slice(frame, frame + 1))
+    # the path starts where frame a stands and ends where frame b stands (root position and heading carried along)
+    motion = space.interpolate(rig, ends[0], ends[1], cfg.steps)
+    rates = space.validators(rig).check(space.pose_rig(rig).encode(motion)).rates()
     write_usdskel(cfg.output, rig, [motion])
     message = f"{cfg.steps}-pose path of {rig.name!r}, validity {rates['valid']:.3f}"
     if cfg.audit:
@@ -242,11 +288,26 @@ def run_interpolate(cfg: Interpolate) -> str:
 
 
 def run_evaluate(cfg: Evaluate) -> str:
+    cfg.eval.check()  # e.g. too few samples for PRDC: say so before the long evaluation
+    created = not Path(cfg.output).exists()
     make_folder(cfg.output)  # fail before the long evaluation when the folder cannot be made
+    try:
+        return _evaluate(cfg)
+    except BaseException:
+        if created and not any(Path(cfg.output).iterdir()):
+            Path(cfg.output).rmdir()  # leave no empty folder behind a failed evaluation
+        raise
+
+
+def _evaluate(cfg: Evaluate) -> str:
     space = PoseSpace.load(cfg.checkpoint, cfg.sampling)
     train_set, heldout = PoseSet.from_specs(cfg.data, cfg.fps).split_by_clip(cfg.heldout)
     if not heldout.rigs:
         raise InputError(", ".join(cfg.data), "heldout", f"no clip named {', '.join(cfg.heldout)}")
+    seen = heldout_clips_in_training(space, heldout.clip_names())
+    if seen:
+        print(f"warning: {cfg.checkpoint} was trained on the held-out clip(s) {', '.join(seen)}: their figures "
+              "measure memory, not generalization", file=sys.stderr)  # fmt: skip
     from tqdm import tqdm
 
     t0 = time.perf_counter()
@@ -269,12 +330,25 @@ def _heldout_summary(skeleton: str, m: dict) -> str:
     """One held-out skeleton's headline figures, named by its held-out clips (the key is the skeleton's name, which
     is the first file that brought it, e.g. a training clip)."""
     clips = ", ".join(c.rpartition("#")[2] or c for c in m.get("clips", [])) or skeleton
-    text = (f"{clips} ({skeleton} skeleton): validity {m['sample_validity']['valid']:.3f}, "
-            f"precision {m['prdc']['precision']:.3f}, coverage {m['prdc']['coverage']:.3f}")  # fmt: skip
+    text = f"{clips} ({skeleton} skeleton): validity {m['sample_validity']['valid']:.3f}, "
+    if m.get("prdc") is None:
+        return text + f"no PRDC ({m.get('prdc_skipped', 'too few held-out poses')})"
+    text += f"precision {m['prdc']['precision']:.3f}, coverage {m['prdc']['coverage']:.3f}"
     ceiling = m.get("prdc_training_data")
     if ceiling:
         text += f" (training poses alone: {ceiling['precision']:.3f} / {ceiling['coverage']:.3f})"
     return text
+
+
+def _interrupted_training(cfg: TrainConfig) -> str:
+    ckpt = Path(cfg.output) / "checkpoint.pt"
+    if not ckpt.is_file():
+        return "interrupted before the first checkpoint: nothing to resume"
+    try:
+        step = torch.load(ckpt, map_location="cpu", weights_only=False)["train"]["step"]
+    except Exception:  # only for the message
+        step = "?"
+    return f"interrupted: the last checkpoint is {ckpt} (step {step}); continue with the same command and --resume"
 
 
 def main(cfg) -> int:
@@ -293,6 +367,15 @@ def main(cfg) -> int:
         _save_config(cfg, out)
         print(message)
         return 0
+    except KeyboardInterrupt:
+        if isinstance(cfg, TrainConfig):
+            print(_interrupted_training(cfg), file=sys.stderr)
+        else:
+            print("interrupted: nothing written", file=sys.stderr)
+        return 130
+    except FloatingPointError as e:  # training diverged; the last good checkpoint is kept
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except (InputError, RigError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -302,4 +385,7 @@ def main(cfg) -> int:
 
 
 if __name__ == "__main__":
+    import warnings
+
+    warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"  # one line, no source echo
     sys.exit(main(tyro.cli(Command, description=__doc__)))

@@ -13,6 +13,8 @@ from example_scripts import load_example
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "examples" / "posespace.py"
+USD_FLOAT_TOL = 1e-5
+"""[m] joint heights read back from a stage (float32 transforms)."""
 FAST_SAMPLING = ["--sampling.steps", "2", "--sampling.polish-iters", "2", "--sampling.guidance-iters", "1"]
 
 
@@ -121,9 +123,10 @@ def _example_module():
 
 def test_bad_settings_give_one_line_and_status_2(checkpoint, tmp_path, capsys):
     """Each of these printed a traceback (or ran on with a wrong value) before."""
-    from posespace import SamplingConfig, TrainConfig
+    from posespace import EvalConfig, ModelConfig, SamplingConfig, TrainConfig
 
     ex = _example_module()
+    missing = tmp_path / "missing.pt"
     blocker = tmp_path / "afile"
     blocker.write_text("")
     rig, out = "procedural:quadruped", tmp_path / "x.usda"
@@ -133,7 +136,16 @@ def test_bad_settings_give_one_line_and_status_2(checkpoint, tmp_path, capsys):
         (ex.Ik(checkpoint, rig, out, handles=("front_left_toes=nan,0,0",)), "expected JOINT=X,Y,Z with three"),
         (ex.Interpolate(checkpoint, rig, out, a="walk:x"), "--a: expected CLIP:FRAME or FRAME (an integer)"),
         (ex.Interpolate(checkpoint, rig, out, steps=1), "steps: must be an integer >= 2, got 1"),
-        (ex.Sample(checkpoint, rig, out, count=0), "n: must be an integer >= 1, got 0"),
+        (ex.Sample(checkpoint, rig, out, count=0), "--count: must be an integer >= 1, got 0"),
+        # the output is checked before the model runs (the checkpoint here does not even exist)
+        (ex.Sample(missing, rig, tmp_path / "x.txt"), "--output: a USD stage must end in .usda, .usdc, .usd"),
+        (ex.Ik(missing, rig, tmp_path, handles=("head=0,0,1",)), "--output: a USD stage must end in"),
+        (ex.Interpolate(missing, rig, blocker / "x.usda"), f"{blocker} is a file"),
+        (ex.Evaluate(missing, tmp_path / "ev", eval=EvalConfig(samples=5)), "EvalConfig.samples: PRDC needs more"),
+        (ex.Ik(checkpoint, rig, out, handles=("head=0,0,1", "head=0,0,2")), "joint 'head' has two handles"),
+        (ex.Ik(checkpoint, rig, out, handles=("head=0,0,1",), handles_from_frames=(0,)), "give one or the other"),
+        (ex.Evaluate(checkpoint, tmp_path / "ev", data=("procedural:quadruped",), heldout=("idle", "idel")),
+         "held-out 'idel': no such clip; clips: procedural:quadruped#walk, procedural:quadruped#idle"),
         (ex.Sample(checkpoint, rig, out, sampling=SamplingConfig(steps=0)), "SamplingConfig.steps: must be an"),
         (ex.Sample(checkpoint, rig, out, threads=0), "--threads: must be >= 1, got 0"),
         (ex.Sample(checkpoint, rig, blocker / "x.usda", count=1, sampling=SamplingConfig(steps=1, polish_iters=1)),
@@ -141,6 +153,9 @@ def test_bad_settings_give_one_line_and_status_2(checkpoint, tmp_path, capsys):
         (ex.Evaluate(checkpoint, blocker), f"{blocker} is a file"),
         (TrainConfig(output=tmp_path / "run", data=("gaits:biped*x",)), "gaits:biped*x: count: expected an integer"),
         (TrainConfig(output=tmp_path / "run", steps=0), "TrainConfig.steps: must be an integer >= 1, got 0"),
+        (TrainConfig(output=tmp_path / "run", model=ModelConfig(width=10, heads=3)), "ModelConfig.width: must be a"),
+        (TrainConfig(output=tmp_path / "run", data=("procedural:quadruped",), heldout=("Rnu",), progress=False),
+         "held-out 'Rnu': no such clip"),
         (TrainConfig(output=tmp_path / "run", data=("procedural:quadruped",), heldout=(), steps=1, batch_size=4,
                      rig_weights=(1.0, 2.0), progress=False), "2 weights for 1 training skeletons"),
     ]  # fmt: skip
@@ -169,3 +184,106 @@ def test_evaluate_summary_names_the_heldout_clip_not_the_skeleton_source():
     line = _example_module()._heldout_summary("131_01", m)
     assert line.startswith("131_02 (131_01 skeleton): validity 1.000, precision 0.298, coverage 0.286")
     assert line.endswith("(training poses alone: 0.386 / 0.274)")
+
+
+def _quiet(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.strip() and "CUDA driver" not in line]
+
+
+def _tiny_train(output: Path, **changes):
+    from posespace import ModelConfig, TrainConfig
+
+    settings = dict(output=output, data=("procedural:quadruped",), heldout=("idle",), steps=6, batch_size=8,
+                    warmup=1, model=ModelConfig(width=16, depth=1, heads=2), validator_poses=4, checkpoint_every=2,
+                    progress=False)  # fmt: skip
+    return TrainConfig(**{**settings, **changes})
+
+
+def test_diverging_training_exits_1_naming_the_step(tmp_path, capsys):
+    ex = _example_module()
+    assert ex.main(_tiny_train(tmp_path / "run", steps=60, lr=1e6, grad_clip=0.0, ema=0.0, checkpoint_every=60)) == 1
+    err = _quiet(capsys.readouterr().err)
+    assert len(err) == 1 and err[0].startswith("error: training diverged at step "), err
+    assert "no checkpoint was written" in err[0] and not (tmp_path / "run" / "posespace.pt").exists()
+
+
+def test_ctrl_c_names_the_checkpoint_to_resume_from(tmp_path, capsys, monkeypatch):
+    from posespace import PoseBatchSampler
+
+    ex = _example_module()
+    real, calls = PoseBatchSampler.sample, []
+
+    def sample(self):  # Ctrl-C arrives while the 5th batch is drawn (checkpoints at steps 2 and 4)
+        calls.append(1)
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return real(self)
+
+    monkeypatch.setattr(PoseBatchSampler, "sample", sample)
+    assert ex.main(_tiny_train(tmp_path / "run")) == 130
+    err = _quiet(capsys.readouterr().err)
+    ckpt = tmp_path / "run" / "checkpoint.pt"
+    assert err == [f"interrupted: the last checkpoint is {ckpt} (step 4); continue with the same command and --resume"]
+
+
+def test_ik_prints_validity_and_warns_about_unreachable_handles(checkpoint, tmp_path, capsys):
+    from posespace import SamplingConfig
+
+    ex = _example_module()
+    fast = SamplingConfig(ik_steps=1, ik_dls_iters=2, ik_rounds=1, ik_round_dls_iters=1, polish_iters=1)
+    cfg = ex.Ik(checkpoint, "procedural:quadruped", tmp_path / "ik.usda", handles=("front_left_toes=5,5,5",),
+                sampling=fast)  # fmt: skip
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        assert ex.main(cfg) == 0
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr()
+    assert "1 IK poses of 'quadruped', validity " in out.out and "ms/pose; the batch time barely grows" in out.out
+    warning = [line for line in _quiet(out.err) if line.startswith("warning:")]
+    assert len(warning) == 1 and "handle 'front_left_toes' of pose 0 not reached" in warning[0]
+
+
+def test_sample_on_a_bvh_rig_stands_on_the_ground(checkpoint, tmp_path, capsys, assets_dir):
+    """Read back with Pixar's UsdSkel: every written pose has its lowest joint on z = 0 (a BVH rig's rest root is
+    the hips at the origin, where the samples used to be written, feet ~0.9 m underground)."""
+    from pxr import Usd, UsdSkel
+
+    ex = _example_module()
+    out = tmp_path / "cmu.usda"
+    cfg = ex.Sample(checkpoint, str(assets_dir / "bvh" / "131_01.bvh"), out, count=2,
+                    sampling=ex.SamplingConfig(steps=2, polish_iters=1, guidance_iters=1))  # fmt: skip
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        assert ex.main(cfg) == 0, capsys.readouterr().err
+    finally:
+        torch.set_num_threads(threads)
+    stage = Usd.Stage.Open(str(out))
+    cache = UsdSkel.Cache()
+    root = next(p for p in stage.Traverse() if p.IsA(UsdSkel.Root))
+    cache.Populate(UsdSkel.Root(root), Usd.TraverseInstanceProxies())
+    skel = next(p for p in stage.Traverse() if p.IsA(UsdSkel.Skeleton))
+    query = cache.GetSkelQuery(UsdSkel.Skeleton(skel))
+    times = query.GetAnimQuery().GetJointTransformTimeSamples()
+    lowest = [min(m[3][2] for m in query.ComputeJointSkelTransforms(Usd.TimeCode(t))) for t in times]
+    assert len(lowest) == 2
+    np.testing.assert_allclose(lowest, 0.0, atol=USD_FLOAT_TOL)
+
+
+def test_output_equal_to_the_rig_is_refused(checkpoint, tmp_path, capsys):
+    from usd_io import load_asset, write_usdskel
+
+    ex = _example_module()
+    rig_file = tmp_path / "quadruped.usda"
+    asset = load_asset("procedural:quadruped")
+    write_usdskel(rig_file, asset.rig, [asset.clips["walk"]])
+    before = rig_file.read_bytes()
+    for cfg in (ex.Sample(checkpoint, str(rig_file), rig_file), ex.Interpolate(checkpoint, str(rig_file), rig_file)):
+        assert ex.main(cfg) == 2
+        err = _quiet(capsys.readouterr().err)
+        assert err == [f"error: {rig_file}: --output: is the input --rig: choose another file"]
+    assert rig_file.read_bytes() == before
