@@ -54,6 +54,18 @@ class TimestepSchedule:
     anneal: Literal["none", "linear", "sqrt"] = "linear"
     """Annealing curve of the upper bound ('none' keeps max_start)."""
 
+    def __post_init__(self):
+        values = (self.min, self.max_start, self.max_end)
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+            raise ValueError(f"TimestepSchedule: min, max_start, max_end must be finite numbers, got {values}")
+        if not (0.0 <= self.min <= self.max_start <= 1.0 and self.min <= self.max_end <= 1.0):
+            raise ValueError(
+                f"TimestepSchedule: need 0 <= min <= max_start <= 1 and min <= max_end <= 1, got min {self.min}, "
+                f"max_start {self.max_start}, max_end {self.max_end}"
+            )
+        if self.anneal not in ("none", "linear", "sqrt"):
+            raise ValueError(f"TimestepSchedule.anneal: expected 'none', 'linear' or 'sqrt', got {self.anneal!r}")
+
     def upper(self, progress: float) -> float:
         p = min(max(float(progress), 0.0), 1.0)
         a = {"none": 0.0, "linear": p, "sqrt": math.sqrt(p)}[self.anneal]
@@ -152,17 +164,28 @@ class VideoSDS(torch.nn.Module):
         raise NotImplementedError
 
     # -- shared ----------------------------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        """The device the model computes on (where its prompt embeddings live); videos are moved there."""
+        emb = getattr(self, "prompt_embeds", None)
+        return emb.device if isinstance(emb, torch.Tensor) else torch.device("cpu")
+
     def forward(self, video: torch.Tensor, progress: float, generator: torch.Generator) -> SDSOutput:
         """SDS on a batch of rendered videos.
 
         Args:
-            video: RGB in [0, 1], shape (B, F, 3, H, W), differentiable.
+            video: RGB in [0, 1], shape (B, F, 3, H, W), differentiable, on any device (it is moved to the model's,
+                and autograd carries the gradient back).
             progress: fraction of the run done, in [0, 1] (anneals the timestep range).
             generator: the step's random stream (timestep and noise).
+
+        Returns:
+            The output; its loss is on ``video``'s device.
         """
         if video.dim() != 5 or video.shape[2] != 3:
             raise ValueError(f"video: expected shape (B, F, 3, H, W), got {tuple(video.shape)}")
-        latents = self.encode(video)
+        home = video.device
+        latents = self.encode(video.to(self.device))
         u = self.schedule.sample(progress, generator)
         noise = torch.randn(latents.shape, generator=generator, device=generator.device, dtype=torch.float32)
         noise = noise.to(device=latents.device, dtype=latents.dtype)
@@ -179,4 +202,4 @@ class VideoSDS(torch.nn.Module):
                     "overflow? try --guidance-dtype bfloat16 or float32, then --resume"
                 )
             grad = grad.to(latents.dtype)
-        return SDSOutput(detached_target_loss(latents, grad), latents, grad, timestep, weight)
+        return SDSOutput(detached_target_loss(latents, grad).to(home), latents, grad, timestep, weight)

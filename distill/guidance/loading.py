@@ -16,6 +16,7 @@ random-weight CogVideoX-2b step took ~23 s and ~9 GB (field notes); the tiny mod
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Literal
 
 import torch
 
+from ..devices import check_device_name, resolve_device
 from ._sds import TimestepSchedule, VideoSDS, Weighting
 from .cogvideox import GuidanceCogVideoX
 from .oracle import OracleDenoiser, PixelVAE
@@ -71,7 +73,8 @@ class GuidanceConfig:
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
     """Weights dtype; 'auto' = the preset's on CUDA, float32 on CPU."""
     device: str = "auto"
-    """Torch device of the model; 'auto' = cuda when available."""
+    """Torch device of the model; 'auto' = the distiller's device (build_guidance alone: cuda when available). The
+    rendered videos move to it and their gradients come back."""
     allow_download: bool = False
     """Let from_pretrained download missing weights (off: only local files are used)."""
     guidance_scale: float = 25.0
@@ -97,18 +100,50 @@ class GuidanceConfig:
         g = self.guidance_scale
         if not (isinstance(g, (int, float)) and g == g and abs(g) != float("inf")):
             raise ValueError(f"GuidanceConfig.guidance_scale: must be a finite number, got {g!r}")
-
-
-def _device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+        check_device_name(self.device, "GuidanceConfig.device")
+        if (self.model_height is None) != (self.model_width is None):
+            raise ValueError(
+                f"GuidanceConfig.model_height, model_width: give both or neither, got {self.model_height!r}, "
+                f"{self.model_width!r}"
+            )
+        for name in ("model_height", "model_width"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"GuidanceConfig.{name}: must be an integer >= 1 [px] or None, got {value!r}")
+        if isinstance(self.tiny_seed, bool) or not isinstance(self.tiny_seed, int):
+            raise ValueError(f"GuidanceConfig.tiny_seed: must be an integer, got {self.tiny_seed!r}")
 
 
 def _dtype(name: str, preset: ModelPreset | None, device: torch.device) -> torch.dtype:
     if name == "auto":
         name = preset.dtype if (preset is not None and device.type == "cuda") else "float32"
     return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[name]
+
+
+FAMILY_CLASSES = {
+    "cogvideox": ("CogVideoXTransformer3DModel", "CogVideoX"),
+    "wan": ("WanTransformer3DModel", "Wan"),
+}
+"""Per model family: the transformer class in ``transformer/config.json`` and the pipeline class prefix in
+``model_index.json``."""
+TOKENIZER_FILES = ("spiece.model", "tokenizer.json")
+"""A tokenizer folder needs one of these vocabularies (an empty folder made transformers build a T5 tokenizer
+without one, which turned every prompt into <unk>)."""
+MAX_UNKNOWN_FRACTION = 0.5
+"""A prompt whose tokens are more than this fraction <unk> is refused (the tokenizer cannot read it)."""
+
+
+def _read_class_name(path: Path) -> str | None:
+    """``_class_name`` of a diffusers config file (None when it has none).
+
+    Raises:
+        GuidanceModelError: the file is not valid JSON.
+    """
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise GuidanceModelError(f"{path}: unreadable ({type(e).__name__}: {e}); corrupt? download it again") from None
+    return data.get("_class_name") if isinstance(data, dict) else None
 
 
 def _resolve(source: str, preset: ModelPreset, kind: str) -> str:
@@ -126,24 +161,95 @@ def _resolve(source: str, preset: ModelPreset, kind: str) -> str:
         raise GuidanceModelError(
             f"--guidance-model {source!r}: not a diffusers {kind} folder, missing subfolder(s) {', '.join(missing)}"
         )
+    # the right family: a Wan folder loaded as CogVideoX (or the reverse) failed with TypeErrors deep in diffusers
+    transformer_cls, pipeline_prefix = FAMILY_CLASSES[preset.family]
+    found, family = [], None
+    for file, expected in (("model_index.json", pipeline_prefix), ("transformer/config.json", transformer_cls)):
+        name = _read_class_name(path / file) if (path / file).is_file() else None
+        if name is not None and not name.startswith(expected):
+            found.append(f"{file} names {name}")
+            family = family or next((f for f, classes in FAMILY_CLASSES.items() if name.startswith(classes)), None)
+    if found:
+        hint = "" if family is None else f"; pass a {family} --guidance kind ({', '.join(_kinds(family))})"
+        raise GuidanceModelError(
+            f"--guidance-model {source!r}: not a {kind} folder ({'; '.join(found)}, expected {transformer_cls}){hint}"
+        )
+    if not any((path / "tokenizer" / f).is_file() for f in TOKENIZER_FILES):
+        raise GuidanceModelError(
+            f"--guidance-model {source!r}: tokenizer/ holds no vocabulary (neither {' nor '.join(TOKENIZER_FILES)}); "
+            f"download it again (`hf download {preset.hub_id} --include 'tokenizer/*' --local-dir DIR`)"
+        )
     return str(path)
 
 
+def _kinds(family: str) -> list[str]:
+    return [k for k, m in MODEL_PRESETS.items() if m.family == family]
+
+
+MISSING_MARKERS = (
+    "no file named",
+    "does not appear to have",
+    "couldn't connect",
+    "could not connect",
+    "couldn't find",
+    "not found",
+    "not a local folder",
+    "offline mode",
+    "can't load",
+)
+"""Phrases of from_pretrained's errors that mean the files are absent (anything else: present but unreadable)."""
+
+
 def _load(cls, source: str, subfolder: str, cfg: GuidanceConfig, kind: str, hub_id: str, **kw):
+    download = f"`hf download {hub_id} --local-dir DIR`"
     try:
         return cls.from_pretrained(source, subfolder=subfolder, local_files_only=not cfg.allow_download, **kw)
-    except OSError as e:  # missing files: the weights are not there
+    except OSError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise GuidanceModelError(
-            f"cannot load the {kind} {subfolder} from {source!r}: {first}. The weights are not available locally: "
-            f"download them on a machine with internet access (`hf download {hub_id} --local-dir DIR`) "
-            "and pass --guidance-model DIR"
-            + ("" if cfg.allow_download else " (or allow downloads with --guidance-allow-download)")
+        if any(m in str(e).lower() for m in MISSING_MARKERS):  # the weights are not there
+            raise GuidanceModelError(
+                f"cannot load the {kind} {subfolder} from {source!r}: {first}. The weights are not available "
+                f"locally: download them on a machine with internet access ({download}) and pass --guidance-model "
+                "DIR" + ("" if cfg.allow_download else " (or allow downloads with --guidance-allow-download)")
+            ) from None
+        raise GuidanceModelError(  # there, but truncated or garbled (a broken download or copy)
+            f"cannot load the {kind} {subfolder} from {source!r}: {first.rstrip('.')}. The files are there but "
+            f"unreadable (truncated or corrupt?): download them again ({download})"
         ) from None
     except (ValueError, ImportError) as e:  # the files are there but cannot be read (e.g. a missing converter)
         raise GuidanceModelError(
-            f"cannot load the {kind} {subfolder} from {source!r}: {type(e).__name__}: {str(e).strip()}"
+            f"cannot load the {kind} {subfolder} from {source!r}: {type(e).__name__}: {_one_line(e)}"
         ) from None
+    except Exception as e:  # safetensors' own errors (a truncated file read by transformers) are not OSErrors
+        if not type(e).__module__.startswith("safetensors"):
+            raise
+        raise GuidanceModelError(
+            f"cannot load the {kind} {subfolder} from {source!r}: {type(e).__name__}: {_one_line(e)}. The weights "
+            f"are there but unreadable (truncated or corrupt?): download them again ({download})"
+        ) from None
+
+
+def _one_line(e: BaseException) -> str:
+    """An exception's message on one line (transformers' tokenizer errors span several)."""
+    return " ".join(line.strip() for line in str(e).strip().splitlines() if line.strip())
+
+
+def _check_prompt_vocabulary(tokenizer, prompts: list[str], source: str) -> None:
+    """Refuses a tokenizer that reads the prompt as mostly <unk> (a folder without its real vocabulary, or a prompt
+    in a script the model's tokenizer does not know)."""
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if unk is None:
+        return
+    for prompt in prompts:
+        if not prompt.strip():
+            continue
+        ids = list(tokenizer(prompt, add_special_tokens=False).input_ids)
+        unknown = sum(int(i) == unk for i in ids)
+        if ids and unknown > MAX_UNKNOWN_FRACTION * len(ids):
+            raise GuidanceModelError(
+                f"{source}/tokenizer reads {unknown} of the {len(ids)} tokens of {prompt!r} as <unk>: the tokenizer "
+                "lacks its vocabulary (download tokenizer/ again) or does not know the prompt's script"
+            )
 
 
 def _model_size(cfg: GuidanceConfig) -> tuple[int, int] | None:
@@ -165,8 +271,9 @@ def build_guidance(
 
     Raises:
         GuidanceModelError: real weights missing or unreadable.
+        ValueError: the device does not exist on this machine.
     """
-    dev = _device(device or cfg.device)
+    dev = resolve_device(device or cfg.device, "GuidanceConfig.device" if device is None else "device")
     common = {"guidance_scale": cfg.guidance_scale, "schedule": cfg.schedule, "weighting": cfg.weighting}
     if cfg.kind == "oracle":
         if oracle_target is None:
@@ -209,8 +316,10 @@ def _build_released(cfg: GuidanceConfig, preset: ModelPreset, prompt: str, dev: 
     source = _resolve(cfg.model or preset.hub_id, preset, cfg.kind)
     dtype = _dtype(cfg.dtype, preset, dev)
     load = lambda cls, sub, **kw: _load(cls, source, sub, cfg, cfg.kind, preset.hub_id, **kw)  # noqa: E731
+    prompts = [prompt, cfg.negative_prompt]
     if preset.family == "cogvideox":
         tokenizer = load(transformers.T5Tokenizer, "tokenizer")
+        _check_prompt_vocabulary(tokenizer, prompts, source)
         encoder = load(transformers.T5EncoderModel, "text_encoder", torch_dtype=dtype).to(dev)
         emb = encode_prompts(tokenizer, encoder, [prompt, cfg.negative_prompt], preset.text_length, "cogvideox")
         del encoder
@@ -222,6 +331,7 @@ def _build_released(cfg: GuidanceConfig, preset: ModelPreset, prompt: str, dev: 
             vae_gradient_checkpointing=cfg.vae_gradient_checkpointing, vae_tiling=cfg.vae_tiling, **common,
         )  # fmt: skip
     tokenizer = load(transformers.AutoTokenizer, "tokenizer")
+    _check_prompt_vocabulary(tokenizer, prompts, source)
     encoder = load(transformers.UMT5EncoderModel, "text_encoder", torch_dtype=dtype).to(dev)
     emb = encode_prompts(tokenizer, encoder, [prompt, cfg.negative_prompt], preset.text_length, "wan")
     del encoder

@@ -306,11 +306,88 @@ def _save_wan_folder(root) -> None:
     )
 
 
+@pytest.fixture(scope="module")
+def model_folders(tmp_path_factory):
+    """Tiny released-layout folders, built once: {'cogvideox-2b': path, 'wan2.1-1.3b': path}."""
+    root = tmp_path_factory.mktemp("models")
+    (root / "cog").mkdir()
+    (root / "wan").mkdir()
+    _save_cogvideox_folder(root / "cog")
+    _save_wan_folder(root / "wan")
+    return {"cogvideox-2b": root / "cog", "wan2.1-1.3b": root / "wan"}
+
+
+def _damaged_copy(model_folders, kind: str, tmp_path, damage) -> str:
+    folder = tmp_path / kind
+    shutil.copytree(model_folders[kind], folder)
+    damage(folder)
+    return str(folder)
+
+
+def _empty_tokenizer(folder) -> None:
+    shutil.rmtree(folder / "tokenizer")
+    (folder / "tokenizer").mkdir()
+
+
+def _truncate_weights(folder) -> None:
+    weights = folder / "transformer" / "diffusion_pytorch_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:500])
+
+
+def _garble_config(folder) -> None:
+    path = folder / "vae" / "config.json"
+    path.write_text(path.read_text()[:40])
+
+
+@pytest.mark.parametrize(
+    ("kind", "damage", "message"),
+    [
+        # an empty tokenizer folder became a T5 tokenizer without vocabulary: every prompt all <unk>, exit 0
+        ("cogvideox-2b", _empty_tokenizer, r"tokenizer/ holds no vocabulary \(neither spiece.model nor tokenizer.json"),
+        ("wan2.1-1.3b", _empty_tokenizer, r"tokenizer/ holds no vocabulary"),  # was "install sentencepiece"
+        # files present but broken were reported as "not available locally: download them"
+        (
+            "cogvideox-2b",
+            _truncate_weights,
+            r"transformer .*diffusion_pytorch_model.safetensors.* there but unreadable",
+        ),
+        ("wan2.1-1.3b", _garble_config, r"vae/config.json.* not a valid JSON.* there but unreadable"),
+    ],
+)
+def test_broken_model_folders_are_named(model_folders, tmp_path, monkeypatch, kind, damage, message):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = _damaged_copy(model_folders, kind, tmp_path, damage)
+    with pytest.raises(GuidanceModelError, match=message):
+        build_guidance(GuidanceConfig(kind=kind, model=folder, device="cpu"), "a fox walking")
+
+
+@pytest.mark.parametrize(
+    ("kind", "folder", "expected"),
+    [
+        ("wan2.1-1.3b", "cogvideox-2b", "CogVideoXTransformer3DModel"),
+        ("cogvideox-2b", "wan2.1-1.3b", "WanTransformer3DModel"),
+    ],
+)
+def test_a_folder_of_the_other_model_family_is_refused_by_name(model_folders, monkeypatch, kind, folder, expected):
+    """--guidance cogvideox-2b --guidance-model <a Wan folder> (and the reverse) was a TypeError traceback."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(GuidanceModelError, match=rf"not a {kind} folder \(transformer/config.json names {expected}"):
+        build_guidance(GuidanceConfig(kind=kind, model=str(model_folders[folder]), device="cpu"), "a fox walking")
+
+
+def test_a_prompt_the_tokenizer_cannot_read_is_refused(model_folders, monkeypatch):
+    """The tiny Wan tokenizer knows 'a', 'fox' and 'walking' only: a prompt of unknown words would be all <unk>."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cfg = GuidanceConfig(kind="wan2.1-1.3b", model=str(model_folders["wan2.1-1.3b"]), device="cpu")
+    with pytest.raises(GuidanceModelError, match=r"reads 3 of the 3 tokens of 'ein Fuchs rennt' as <unk>"):
+        build_guidance(cfg, "ein Fuchs rennt")
+
+
 @pytest.mark.parametrize("kind", ["cogvideox-2b", "wan2.1-1.3b"])
-def test_released_kinds_load_from_a_local_diffusers_folder(tmp_path, monkeypatch, kind):
+def test_released_kinds_load_from_a_local_diffusers_folder(model_folders, monkeypatch, kind):
     """--guidance-model DIR: every component comes from the folder (tiny weights in the released layout)."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    (_save_cogvideox_folder if kind.startswith("cogvideox") else _save_wan_folder)(tmp_path)
+    tmp_path = model_folders[kind]
     cfg = GuidanceConfig(kind=kind, model=str(tmp_path), device="cpu", dtype="float32", guidance_scale=4.0)
     guidance = build_guidance(cfg, "a fox walking")
     assert isinstance(guidance, GuidanceCogVideoX if kind.startswith("cogvideox") else GuidanceWan)
