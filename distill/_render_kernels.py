@@ -70,6 +70,11 @@ def _taper(x: float, x_cut: float) -> float:
 def _logit(p: wp.vec2, a: wp.vec2, b: wp.vec2, c: wp.vec2, inv_sigma: float, offset: float) -> wp.vec4:
     """Coverage logit ``x`` and clamped, renormalized barycentrics ``(x, wa, wb, wc)`` of pixel ``p``."""
     area = _cross2(b - a, c - a)
+    # the caller drops degenerate triangles; this keeps a round-off area from dividing by zero all the same
+    if area >= 0.0:
+        area = wp.max(area, 1.0e-12)
+    else:
+        area = wp.min(area, -1.0e-12)
     wa = _cross2(c - b, p - b) / area
     wb = _cross2(a - c, p - c) / area
     wc = _cross2(b - a, p - a) / area

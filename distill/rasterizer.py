@@ -26,6 +26,13 @@ from . import _render_kernels as K
 
 __all__ = ["MeshTopology", "RasterOutput", "RasterSettings", "facing_weights", "rasterize"]
 
+MIN_FACING_WEIGHT = 1e-6
+"""Triangles whose facing weight is below this are dropped: a triangle seen edge-on has a round-off screen area
+(~1e-6 px^2 for a 10 px triangle in float32) whose barycentric gradients overflow (inf * 0 = NaN)."""
+MIN_RELATIVE_AREA = 1e-5
+"""Triangles whose screen area is below this fraction of their summed squared edge lengths are degenerate (an
+equilateral triangle seen head-on has 0.29; float32 round-off of a 100 px triangle is ~1e-7)."""
+
 
 @dataclass(frozen=True)
 class RasterSettings:
@@ -46,6 +53,21 @@ class RasterSettings:
     facing_ramp: float = 0.05
     """Normalized screen area (0.29 = equilateral, head-on) over which a triangle turning edge-on fades out (keeps
     the image continuous as faces flip)."""
+
+    def __post_init__(self):
+        positive = ("sigma", "gamma", "facing_ramp")
+        for name in (*positive, "edge_offset"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)):
+                raise ValueError(f"RasterSettings.{name}: must be a finite number, got {value!r}")
+            if name in positive and value <= 0:
+                raise ValueError(f"RasterSettings.{name}: must be > 0, got {value!r}")
+        c = self.coverage_cutoff
+        if not (isinstance(c, (int, float)) and 0.0 < c < 0.5):
+            raise ValueError(f"RasterSettings.coverage_cutoff: must be in (0, 0.5), got {c!r}")
+        t = self.tile_size
+        if isinstance(t, bool) or not isinstance(t, int) or t < 1:
+            raise ValueError(f"RasterSettings.tile_size: must be an integer >= 1 [px], got {t!r}")
 
     @property
     def logit_cutoff(self) -> float:
@@ -109,7 +131,8 @@ def facing_weights(xy: torch.Tensor, topo: MeshTopology, valid: torch.Tensor, se
         valid: triangles to keep, shape (N, T).
 
     Returns:
-        Weights in [0, 1], shape (N, T); 0 for invalid, degenerate or (with culling) back-facing triangles.
+        Weights in [0, 1], shape (N, T); 0 for invalid, degenerate (:data:`MIN_RELATIVE_AREA`) or (with culling)
+        back-facing and edge-on (:data:`MIN_FACING_WEIGHT`) triangles.
     """
     tri_xy = xy[:, topo.triangles]  # (N, T, 3, 2)
     e0 = tri_xy[:, :, 1] - tri_xy[:, :, 0]
@@ -117,10 +140,11 @@ def facing_weights(xy: torch.Tensor, topo: MeshTopology, valid: torch.Tensor, se
     e2 = tri_xy[:, :, 0] - tri_xy[:, :, 2]
     area = e0[..., 0] * (-e2[..., 1]) - e0[..., 1] * (-e2[..., 0])
     norm = ((e0 * e0).sum(-1) + (e1 * e1).sum(-1) + (e2 * e2).sum(-1)).clamp_min(1e-12)
-    keep = valid & (area.abs() > 1e-9 * norm)
+    keep = valid & (area.abs() > MIN_RELATIVE_AREA * norm)
     if settings.cull_backfaces:
         t = (-area / norm / settings.facing_ramp).clamp(0.0, 1.0)
         f = t * t * (3.0 - 2.0 * t)
+        keep = keep & (f >= MIN_FACING_WEIGHT)
     else:
         f = torch.ones_like(area)
     return torch.where(keep, f, torch.zeros_like(f))

@@ -163,3 +163,21 @@ def test_bad_inputs_name_the_argument():
         rasterize(v.float(), c.float()[:, :3], topo, H, W)
     with pytest.raises(ValueError, match="float32"):
         rasterize(v, c, topo, H, W)
+
+
+# a triangle of the SimpleSkin sheet seen exactly edge-on (azimuth 0): two vertices share x = 16 px, the third is
+# one float32 step off; its round-off screen area (~1e-6 px^2) gave NaN gradients (inf * 0 in the barycentrics)
+EDGE_ON = [[16.0, 8.338920593261719, 0.12361832708120346], [16.0, 11.102283477783203, 0.5421072244644165],
+           [16.000001907348633, -5.588550567626953, 0.6450541615486145]]  # fmt: skip
+
+
+@pytest.mark.parametrize("cull", [True, False])
+@pytest.mark.parametrize("winding", [(0, 1, 2), (0, 2, 1)])
+def test_edge_on_triangle_gives_finite_gradients(cull, winding):
+    verts = torch.tensor([EDGE_ON], dtype=torch.float32)[:, list(winding)].requires_grad_()
+    colors = torch.full((1, 3, 3), 0.5, requires_grad=True)
+    out = rasterize(verts, colors, MeshTopology([[0, 1, 2]]), 32, 32, RasterSettings(cull_backfaces=cull))
+    loss = out.rgb.sum() + out.alpha.sum() + out.depth.sum()
+    g_verts, g_colors = torch.autograd.grad(loss, (verts, colors))
+    assert torch.isfinite(g_verts).all() and torch.isfinite(g_colors).all()
+    assert torch.isfinite(out.alpha).all() and out.alpha.max() < 1e-3  # a line of zero width covers nothing
