@@ -18,12 +18,15 @@ basis matrix, so the spline is linear in the parameters).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+import sim
 from sim import Motion, Rig
+from sim.rotations import axis_angle_to_quat, quat_conjugate, quat_multiply, quat_rotate
 from sim.torch_ops import TorchRig, quat_to_rot6d, rot6d_to_quat
 
 __all__ = ["PoseSequence", "Trajectory", "body_root_joint", "catmull_rom_basis", "sample_clip"]
@@ -71,23 +74,108 @@ def catmull_rom_basis(frame_count: int, key_count: int) -> np.ndarray:
     return basis
 
 
-def sample_clip(clip: Motion, frame_count: int, fps: float, loop: bool = True) -> Motion:
+CYCLE_TOLERANCE = 1e-3
+"""Max abs quaternion-component difference between a cyclic clip's first and last keys (joints below the body root);
+a clip that differs more jumps at every loop seam (warned)."""
+
+
+def sample_clip(clip: Motion, frame_count: int, fps: float, loop: bool = True, rig: Rig | None = None) -> Motion:
     """``frame_count`` frames of ``clip`` at ``fps`` from its start; past its end it loops (or holds the last pose).
 
-    Looping treats the clip as a cycle whose last key equals its first (as in glTF walk cycles).
+    Looping treats the clip as a cycle whose last key equals its first (as in glTF walk cycles) and carries on
+    where the previous cycle ended: each repeat is moved by the clip's own ground-plane displacement and turned by
+    its change of heading (about +Z), like ``sim.physics.loop_motion``, so a walk keeps walking instead of jumping
+    back to its start every cycle.
+
+    Args:
+        clip: the clip.
+        frame_count: frames to sample.
+        fps: sample rate [1/s].
+        loop: loop past the clip's end (else hold its last pose).
+        rig: the clip's character; with it the displacement is the body root's (:func:`body_root_joint`, e.g. a
+            glTF hip below static container joints), without it joint 0's.
     """
     t = np.arange(frame_count) / float(fps)
-    if loop and clip.duration > 0:
-        t = np.mod(t, clip.duration)
-    pieces = [clip.sample(clip.times[0] + np.array([ti])) for ti in t]
+    period = clip.duration
+    cycles = np.zeros(frame_count, dtype=np.int64)
+    if loop and period > 0:
+        cycles = np.floor(t / period + 1e-9).astype(np.int64)
+        t = np.clip(t - cycles * period, 0.0, period)
+    pieces = [clip.sample(clip.times[0] + np.array([ti])) for ti in t]  # one by one: the phases wrap around
     trans = None if clip.translations is None else np.concatenate([p.translations for p in pieces])
-    return Motion(
+    out = Motion(
         fps,
         np.concatenate([p.root_translations for p in pieces]),
         np.concatenate([p.rotations for p in pieces]),
         trans,
         name=clip.name,
     )
+    return out if cycles.max() == 0 else _carry_on(out, clip, cycles, rig)
+
+
+def _twist_z(q: np.ndarray) -> float:
+    """Angle [rad] of the rotation about +Z in the swing-twist split of the unit quaternion ``q`` (xyzw)."""
+    return 0.0 if abs(q[2]) + abs(q[3]) < 1e-12 else 2.0 * float(np.arctan2(q[2], q[3]))
+
+
+def _carry_on(out: Motion, clip: Motion, cycles: np.ndarray, rig: Rig | None) -> Motion:
+    """Moves the frames of each repeated cycle by the accumulated per-cycle ground-plane displacement and heading."""
+    j = 0 if rig is None else body_root_joint(rig)
+    if j != 0:
+        pos, rot = sim.pose_motion(rig, clip.slice(0, 1))
+        last_pos, last_rot = sim.pose_motion(rig, clip.slice(clip.frame_count - 1, clip.frame_count))
+        p0, q0, p1, q1 = pos[0, j], rot[0, j], last_pos[0, j], last_rot[0, j]
+    else:
+        p0, q0 = clip.root_translations[0], clip.rotations[0, 0]
+        p1, q1 = clip.root_translations[-1], clip.rotations[-1, 0]
+    _warn_if_open(clip, rig, j)
+    dyaw = _twist_z(quat_multiply(q1, quat_conjugate(q0)))
+    step = np.array([p1[0] - p0[0], p1[1] - p0[1], 0.0])
+    pivot = np.array([p0[0], p0[1], 0.0])
+    # per cycle k: x -> R_k (x - pivot) + pivot + a_k, with R_k = Rz(k dyaw) and a_k = sum_{i<k} R_i step
+    k_max = int(cycles.max())
+    turns = axis_angle_to_quat(np.outer(np.arange(k_max + 1) * dyaw, [0.0, 0.0, 1.0]))
+    shifts = np.concatenate([np.zeros((1, 3)), np.cumsum(quat_rotate(turns[:-1], step[None]), axis=0)])
+    turn, shift = turns[cycles], shifts[cycles]  # per frame
+    rotations = out.rotations.copy()
+    if j == 0:
+        root = quat_rotate(turn, out.root_translations - pivot) + pivot + shift
+        rotations[:, 0] = quat_multiply(turn, rotations[:, 0])
+        trans = None if out.translations is None else out.translations.copy()
+        if trans is not None:
+            trans[:, 0] = root
+        return Motion(out.fps, root, rotations, trans, times=out.times, name=out.name)
+    # a body root below static joints: move its world transform, expressed in its parent's frame
+    pos, rot = sim.pose_motion(rig, out)
+    parent = rig.parents[j]
+    world_pos = quat_rotate(turn, pos[:, j] - pivot) + pivot + shift
+    world_rot = quat_multiply(turn, rot[:, j])
+    inv_parent = quat_conjugate(rot[:, parent])
+    trans = out.local_translations(rig).copy()
+    trans[:, j] = quat_rotate(inv_parent, world_pos - pos[:, parent])
+    rotations[:, j] = quat_multiply(inv_parent, world_rot)
+    return Motion(out.fps, out.root_translations, rotations, trans, times=out.times, name=out.name)
+
+
+def _warn_if_open(clip: Motion, rig: Rig | None, body_root: int) -> None:
+    below = np.arange(clip.joint_count) > body_root if rig is None else _descendants(rig, body_root)
+    if below.any():
+        a, b = clip.rotations[0, below], clip.rotations[-1, below]
+        gap = float(np.minimum(np.abs(a - b).max(-1), np.abs(a + b).max(-1)).max())  # q and -q are one rotation
+        if gap > CYCLE_TOLERANCE:
+            warnings.warn(
+                f"clip {clip.name!r}: its last key differs from its first (not a closed cycle); looping it jumps at "
+                "every seam",
+                stacklevel=4,
+            )
+
+
+def _descendants(rig: Rig, j: int) -> np.ndarray:
+    """Joints strictly below ``j``, a boolean mask (J,)."""
+    below = np.zeros(rig.joint_count, dtype=bool)
+    for k in range(j + 1, rig.joint_count):
+        below[k] = below[rig.parents[k]] or rig.parents[k] == j
+    return below
 
 
 @dataclass
@@ -116,6 +204,8 @@ class Trajectory(torch.nn.Module):
         joints: indices of the optimized joints (the body root and its descendants), shape (J_opt,).
         translation: body-root local translation keys [m], shape (K, 3), a parameter.
         rotations_6d: 6D rotation keys of the optimized joints, shape (K, J_opt, 6), a parameter.
+        times: frame times from the first frame [s], shape (F,), a float32 buffer (rendering).
+        sample_times: the init motion's frame times [s], shape (F,), float64 (the distilled motion keeps them).
     """
 
     def __init__(self, rig: Rig, init: Motion, key_count: int | None = None):
@@ -142,6 +232,7 @@ class Trajectory(torch.nn.Module):
         self.register_buffer("basis", torch.as_tensor(basis, dtype=torch.float32))
         self.register_buffer("times", torch.as_tensor(init.times - init.times[0], dtype=torch.float32))
         self.start_time = float(init.times[0])
+        self.sample_times = np.array(init.times, dtype=np.float64)  # exact (the float32 buffer is for rendering)
         self.keeps_translations = init.translations is not None or self.body_root != 0
         local_t = torch.as_tensor(init.local_translations(rig), dtype=torch.float32)
         rot = torch.as_tensor(init.rotations, dtype=torch.float32)
@@ -180,5 +271,5 @@ class Trajectory(torch.nn.Module):
         rot = pose.rotations.double().cpu().numpy()
         trans = pose.translations.double().cpu().numpy()
         root = trans[:, 0].copy()
-        times = self.start_time + self.times.double().cpu().numpy()
+        times = self.sample_times.copy()
         return Motion(self.fps, root, rot, trans if self.keeps_translations else None, times=times, name=name)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
+import pytest
 import torch
 
 import sim
@@ -15,6 +17,7 @@ from distill.trajectory import sample_clip
 from sim.rotations import axis_angle_to_quat, quat_multiply
 
 TOL = 1e-6
+LOOP_TOL = 1e-9  # [m] / [unitless quat]: float64 rigid placement of a looped cycle
 
 
 def test_catmull_rom_basis_interpolates_keys_and_partitions_unity():
@@ -76,14 +79,77 @@ def test_body_root_skips_static_container_joints(make_chain, make_motion):
 
 def test_sample_clip_loops_a_cycle(make_chain, make_motion):
     rig = make_chain()
-    clip = make_motion(rig, 9, fps=12.0)  # 0.667 s
-    out = sample_clip(clip, 13, 12.0)
+    clip = make_motion(rig, 9, fps=12.0)  # 0.667 s, not a closed cycle
+    with pytest.warns(UserWarning, match="not a closed cycle"):
+        out = sample_clip(clip, 13, 12.0)
     assert out.frame_count == 13 and out.fps == 12.0
     np.testing.assert_allclose(out.rotations[:8], clip.rotations[:8], atol=TOL)
     wrapped = clip.sample(clip.times[0] + np.array([12 / 12.0 - clip.duration]))
     np.testing.assert_allclose(np.abs((out.rotations[12] * wrapped.rotations[0]).sum(-1)), 1.0, atol=TOL)
     held = sample_clip(clip, 13, 12.0, loop=False)
     np.testing.assert_allclose(held.rotations[12], clip.rotations[-1], atol=TOL)
+
+
+def _same_rotations(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Largest quaternion-component difference per frame, q and -q being the same rotation."""
+    return np.minimum(np.abs(a - b).max(-1), np.abs(a + b).max(-1)).max(-1)
+
+
+def test_sample_clip_continues_a_walk_instead_of_jumping_back():
+    """One cycle of the procedural walk looped to three cycles equals the walk generated with three cycles (the
+    generator's own frame f + cycle = frame f moved by a stride): the root kept walking. It was teleported back to
+    the start every cycle, and the oracle distilled that jump (34.5 % root-path error on a looped walk)."""
+    from sim.characters import QuadrupedWalkConfig, quadruped, quadruped_walk
+
+    rig = quadruped()
+    one = dataclasses.replace(QuadrupedWalkConfig(), cycles=1)
+    clip, reference = quadruped_walk(rig, one), quadruped_walk(rig, dataclasses.replace(one, cycles=3))
+    looped = sample_clip(clip, reference.frame_count, reference.fps, rig=rig)
+    np.testing.assert_allclose(looped.root_translations, reference.root_translations, atol=LOOP_TOL)
+    np.testing.assert_allclose(_same_rotations(looped.rotations, reference.rotations), 0.0, atol=LOOP_TOL)
+    np.testing.assert_allclose(looped.times, reference.times, atol=1e-12)
+
+
+def _turning_walk(rig, frames: int, fps: float, body_root: int):
+    """A closed cycle of the chain walking on a circle: the body root moves along its heading, which turns at a
+    constant rate; the other joints bend with the cycle's period. Sampled at ``frames`` frames analytically."""
+    period, omega, radius = 0.5, np.radians(50.0), 0.8  # [s], [rad/s], [m]
+    t = np.arange(frames) / fps
+    yaw = omega * t
+    pos = np.stack([radius * np.sin(yaw), radius * (1.0 - np.cos(yaw)), np.full_like(t, 0.3)], -1)
+    rot = np.tile(rig.rest_rotations, (frames, 1, 1))
+    rot[:, body_root] = axis_angle_to_quat(yaw[:, None] * np.array([0.0, 0.0, 1.0]))
+    bend = 0.4 * np.sin(2.0 * np.pi * t / period)
+    for j in range(body_root + 1, rig.joint_count):
+        rot[:, j] = axis_angle_to_quat(bend[:, None] * np.array([0.0, 1.0, 0.3]))
+    trans = np.tile(rig.rest_translations, (frames, 1, 1))
+    trans[:, body_root] = pos  # the containers above sit at the origin unrotated: local = world
+    return sim.Motion(fps, trans[:, 0], rot, trans if body_root else None, name="circle")
+
+
+@pytest.mark.parametrize("container", [False, True])
+def test_sample_clip_carries_the_heading_on(make_chain, container):
+    """A cycle that turns while it walks continues on its circle when looped, also when the body root sits below
+    static container joints (glTF): compared with the circle sampled analytically."""
+    rig = _container_rig(make_chain) if container else make_chain()
+    j = body_root_joint(rig)
+    fps = 12.0
+    clip = _turning_walk(rig, 7, fps, j)  # 0.5 s: frames 0..6, the last closing the cycle
+    reference = _turning_walk(rig, 20, fps, j)
+    looped = sample_clip(clip, 20, fps, rig=rig)
+    pos, _ = sim.pose_motion(rig, looped)
+    ref_pos, _ = sim.pose_motion(rig, reference)
+    np.testing.assert_allclose(pos[:, j], ref_pos[:, j], atol=LOOP_TOL)
+    np.testing.assert_allclose(_same_rotations(looped.rotations, reference.rotations), 0.0, atol=LOOP_TOL)
+
+
+def test_distilled_motion_keeps_whole_frame_times(make_chain):
+    """The motion written as USD has the init motion's float64 frame times (float32 gave 1.0000000298 frames)."""
+    rig = make_chain()
+    init = sim.Motion.rest(rig, 13, 12.0)
+    out = Trajectory(rig, init).to_motion()
+    np.testing.assert_array_equal(out.times, init.times)
+    np.testing.assert_array_equal(np.round(out.times * out.fps), out.times * out.fps)
 
 
 def test_motion_error_measures_angles_and_root_path(make_chain, make_motion):
