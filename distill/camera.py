@@ -1,7 +1,12 @@
-"""Cameras that follow a character: a Gaussian-smoothed root path as the look-at point, several azimuths.
+"""Cameras that follow a character: a smoothed path of its body centre as the look-at point, several azimuths.
 
-All functions are torch and differentiable w.r.t. the root path, so the root translation gets gradients both
+All functions are torch and differentiable w.r.t. the followed path, so the root translation gets gradients both
 from where the character lands in the image and from how the ground moves under it.
+
+Framing: the camera distance is a multiple (``CameraConfig.distance``) of the *fit distance*, at which a sphere of
+the given radius centred on the look-at point exactly fills the narrower field of view. The renderer passes the
+bounding sphere of the bind pose (about its bounding-box centre), so at ``distance >= 1`` the whole bind pose is in
+frame from every azimuth and elevation, tall characters (bipeds) as well as long ones.
 
 Camera frame: ``right``, ``up``, ``forward`` (unit, world); a world point ``p`` has camera coordinates
 ``(right . (p - eye), up . (p - eye), forward . (p - eye))`` and the pixel
@@ -25,26 +30,45 @@ class CameraConfig:
     azimuths_deg: tuple[float, ...] = (0.0,)
     """Camera azimuths [deg], one rendered view each, measured in the ground plane from +X towards +Y."""
     elevation_deg: float = 15.0
-    """Camera elevation above the horizontal [deg]."""
-    distance: float = 2.0
-    """Camera distance from the look-at point [body lengths]."""
+    """Camera elevation above the horizontal [deg], in (-90, 90)."""
+    distance: float = 1.2
+    """Camera distance from the look-at point [fit distances]: 1 puts the bind pose's bounding sphere exactly in the
+    narrower field of view (see the module docstring); larger leaves room for the motion."""
     fov_deg: float = 40.0
     """Vertical field of view [deg]."""
     follow_smoothing_s: float = 0.5
-    """Gaussian sigma [s] of the low-pass on the root path that the camera looks at; 0 follows exactly."""
+    """Gaussian sigma [s] of the low-pass on the followed path (local linear, so a constant velocity is followed
+    exactly, also at the clip ends); 0 follows exactly."""
     orbit_deg_per_s: float = 0.0
     """Azimuth change over time [deg/s] (a slow orbit around the character)."""
-    look_at_height: float = 0.35
-    """Height of the look-at point above the ground [body heights]."""
+    look_at_height: float = 0.5
+    """Height of the look-at point above the bind pose's lowest point [body heights] (0.5: the bounding-box centre)."""
 
     def __post_init__(self):
         az = tuple(self.azimuths_deg)
-        if not az or not all(isinstance(a, (int, float)) and math.isfinite(a) for a in az):
+        if not az or not all(_is_number(a) and math.isfinite(a) for a in az):
             raise ValueError(f"CameraConfig.azimuths_deg: need one or more finite angles [deg], got {az}")
-        if not (isinstance(self.distance, (int, float)) and math.isfinite(self.distance) and self.distance > 0):
+        if not (_finite(self.distance) and self.distance > 0):
             raise ValueError(f"CameraConfig.distance: must be a finite number > 0, got {self.distance!r}")
-        if not (isinstance(self.fov_deg, (int, float)) and 0 < self.fov_deg < 180):
+        if not (_finite(self.fov_deg) and 0 < self.fov_deg < 180):
             raise ValueError(f"CameraConfig.fov_deg: must be in (0, 180) [deg], got {self.fov_deg!r}")
+        if not (_finite(self.elevation_deg) and -90 < self.elevation_deg < 90):
+            raise ValueError(f"CameraConfig.elevation_deg: must be in (-90, 90) [deg], got {self.elevation_deg!r}")
+        if not (_finite(self.follow_smoothing_s) and self.follow_smoothing_s >= 0):
+            raise ValueError(
+                f"CameraConfig.follow_smoothing_s: must be a finite number >= 0 [s], got {self.follow_smoothing_s!r}"
+            )
+        for name in ("orbit_deg_per_s", "look_at_height"):
+            if not _finite(getattr(self, name)):
+                raise ValueError(f"CameraConfig.{name}: must be a finite number, got {getattr(self, name)!r}")
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _finite(value) -> bool:
+    return _is_number(value) and math.isfinite(value)
 
 
 @dataclass
@@ -95,44 +119,58 @@ class Cameras:
 
 
 def smooth_path(path: torch.Tensor, times: torch.Tensor, sigma_s: float) -> torch.Tensor:
-    """Gaussian low-pass of a path (F, 3) sampled at ``times`` (F,) [s], normalized per output frame."""
+    """Gaussian-weighted local linear regression of a path (F, 3) sampled at ``times`` (F,) [s].
+
+    Each output frame is the value at its own time of the straight line fitted to the path with Gaussian weights
+    (sigma ``sigma_s``) around it. Away from the ends this is the plain Gaussian average; at the ends, where a
+    normalized Gaussian average lags behind a moving path by about ``0.8 sigma v``, the fitted line removes the
+    lag: a path at constant velocity comes out unchanged (a tiny ridge on the slope keeps single-sample windows
+    well posed).
+    """
     if sigma_s <= 0 or path.shape[0] == 1:
         return path
-    dt = times[:, None] - times[None, :]
+    t = times.to(torch.float64)
+    dt = t[None, :] - t[:, None]  # (F_out, F_in): sample time minus output time
     w = torch.exp(-0.5 * (dt / sigma_s) ** 2)
-    w = w / w.sum(-1, keepdim=True)
-    return w.to(path) @ path
+    s0, s1, s2 = w.sum(-1, keepdim=True), (w * dt).sum(-1, keepdim=True), (w * dt * dt).sum(-1, keepdim=True)
+    s2 = s2 + 1e-9 * s0 * sigma_s**2
+    weights = w * (s2 - dt * s1) / (s0 * s2 - s1 * s1)  # rows sum to 1, first moments vanish
+    return weights.to(path) @ path
 
 
 def follow_cameras(
-    root_path: torch.Tensor,
+    follow_path: torch.Tensor,
     times: torch.Tensor,
     config: CameraConfig,
-    body_length: float,
+    radius: float,
     body_height: float,
     ground_z: float,
     height: int,
     width: int,
 ) -> Cameras:
-    """Cameras looking at the smoothed root path from every configured azimuth.
+    """Cameras looking at the smoothed followed path from every configured azimuth.
 
     Args:
-        root_path: character root (pelvis) positions [m], shape (F, 3).
+        follow_path: the point the cameras follow horizontally (the character's body centre) [m], shape (F, 3).
         times: frame times [s], shape (F,).
         config: the camera rig.
-        body_length: the character's largest bind-pose extent [m] (scales the distance).
+        radius: framing radius [m]: the bind pose's bounding-sphere radius about the followed point.
         body_height: the character's bind-pose height [m] (scales the look-at height).
-        ground_z: ground height [m].
+        ground_z: height [m] that ``config.look_at_height`` is measured from (the bind pose's lowest point).
         height, width: image size [px].
     """
-    dev, dt = root_path.device, root_path.dtype
-    target = smooth_path(root_path, times, config.follow_smoothing_s)
+    dev, dt = follow_path.device, follow_path.dtype
+    target = smooth_path(follow_path, times, config.follow_smoothing_s)
     z = torch.full_like(target[:, 2], ground_z + config.look_at_height * body_height)
     target = torch.stack([target[:, 0], target[:, 1], z], -1)  # (F, 3)
     az = torch.tensor(config.azimuths_deg, device=dev, dtype=dt)[:, None] + config.orbit_deg_per_s * times.to(dt)
     az = torch.deg2rad(az)  # (B, F)
     el = math.radians(config.elevation_deg)
-    dist = config.distance * body_length
+    # the sphere of the bind pose, grown by how far the look-at point sits from its centre, fits the narrower fov
+    reach = radius + abs(config.look_at_height - 0.5) * body_height
+    tan_v = math.tan(0.5 * math.radians(config.fov_deg))
+    half_fov = math.atan(tan_v * min(1.0, width / height))
+    dist = config.distance * reach / math.sin(half_fov)
     offset = torch.stack(
         [math.cos(el) * torch.cos(az), math.cos(el) * torch.sin(az), torch.full_like(az, math.sin(el))], -1
     )
@@ -142,7 +180,8 @@ def follow_cameras(
     right = torch.cross(forward, world_up, dim=-1)
     right = right / right.norm(dim=-1, keepdim=True)
     up = torch.cross(right, forward, dim=-1)
-    focal = 0.5 * height / math.tan(0.5 * math.radians(config.fov_deg))
-    near = torch.full(az.shape, max(dist - body_length, 0.05 * dist), device=dev, dtype=dt)
-    far = torch.full(az.shape, dist + body_length, device=dev, dtype=dt)
+    focal = 0.5 * height / tan_v
+    # depth range: the sphere with room for the motion (twice its radius either side)
+    near = torch.full(az.shape, max(dist - 2.0 * reach, 0.05 * dist), device=dev, dtype=dt)
+    far = torch.full(az.shape, dist + 2.0 * reach, device=dev, dtype=dt)
     return Cameras(eye, right, up, forward, focal, near, far, height, width)

@@ -7,9 +7,13 @@ Every step (``p`` = progress in [0, 1])::
     video = render(points, normals, follow cameras)       # Warp soft rasterizer, B views
     L = w_sds SDS(video, p) + w_smooth smoothness + w_ground ground + w_self self-collision (+ w_prior prior)
 
-Outputs in the run folder: ``config.json`` (the resolved config), ``checkpoint.pt`` (every N steps and at the
-end; ``resume=True`` continues from it), ``loss_log.csv`` (every loss term per step), ``previews/*.gif``,
+Outputs in the run folder: ``config.json`` (the resolved config, the character's fingerprint and the oracle
+target's digest), ``checkpoint.pt`` (every N steps and at the end; ``resume=True`` continues from it, and a fresh
+run refuses to overwrite it unless asked to), ``loss_log.csv`` (every loss term per step), ``previews/*.gif``,
 ``motion.usda`` (UsdSkel: the rig with the distilled clip) and, for oracle runs, ``oracle_metrics.json``.
+
+A step whose loss or gradient is not finite (a degenerate render, a broken model) raises ``FloatingPointError``
+before the optimizer moves and before any checkpoint is written: the last checkpoint stays resumable.
 
 Determinism: each step draws its timestep and noise from a generator seeded by ``(seed, step)``, the Warp CPU
 kernels accumulate in a fixed order, and the checkpoint holds the trajectory, the Adam state and the log, so a
@@ -23,7 +27,8 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -33,21 +38,28 @@ import torch
 from sim import Motion, Rig
 from sim.torch_ops import TorchRig
 
+from ._run_state import (
+    RENDERER_VERSION,
+    ResumeError,
+    clear_derived_outputs,
+    motion_digest,
+    read_checkpoint,
+    rig_fingerprint,
+)
+from .devices import resolve_device
 from .guidance import GuidanceConfig, VideoSDS, build_guidance, step_generator
 from .losses import PosePrior, SelfCollisionCapsules, ground_penalty, smoothness
-from .renderer import RenderConfig, VideoRenderer
+from .renderer import RenderConfig, RenderResult, VideoRenderer
 from .trajectory import Trajectory
 
 __all__ = ["DistillConfig", "DistillResult", "Distiller", "LossWeights", "OptimConfig", "ResumeError", "config_to_dict"]
 
 
-class ResumeError(ValueError):
-    """A checkpoint that this run cannot continue: written with another config or pose prior."""
-
-
 LOSS_TERMS = ("sds", "smoothness", "ground", "self_collision", "pose_prior")
 SOFTNESS_LEVELS = 8
 """The coarse-to-fine softness decays in this many geometric steps."""
+MIN_COVERAGE_PX = 1.0
+"""A view whose character covers fewer pixels (summed alpha) than this in a frame is reported at the start."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,10 @@ class LossWeights:
     """Squared overlap of capsules of distant body parts [body lengths]."""
     pose_prior: float = 1.0
     """The pose-prior hook's value (ignored when no hook is given)."""
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            _check_number(f"LossWeights.{f.name}", getattr(self, f.name), positive=False)
 
 
 @dataclass(frozen=True)
@@ -135,6 +151,8 @@ class DistillConfig:
     def __post_init__(self):
         _check_int("DistillConfig.frames", self.frames, 1)
         _check_number("DistillConfig.fps", self.fps, positive=True)
+        if self.guidance.kind != "oracle":
+            self._check_video_size()
         if self.guidance.kind != "oracle" and (self.frames - 1) % 4 != 0:
             # the video VAEs encode the first frame alone, then 4 frames per latent frame: Wan would drop the
             # extra frames (zero gradient), CogVideoX would mix the first frame with its neighbours
@@ -143,6 +161,29 @@ class DistillConfig:
                 f"compression), got {self.frames}; e.g. {4 * ((self.frames - 1) // 4) + 1} or "
                 f"{4 * ((self.frames - 1) // 4 + 1) + 1}"
             )
+
+    def _check_video_size(self) -> None:
+        """The video VAEs downsample 8x and the transformers take 2x2 patches: the encoded size must be a multiple of
+        16 px (36 px floored to 4x4 latents, leaving 4 px unguided; 40 px failed at step 0)."""
+        g, r, o = self.guidance, self.render, self.optim
+        sizes = [("render.width x height", r.width, r.height)]
+        if o.coarse_scale != 1.0:
+            cw, ch = max(1, round(r.width * o.coarse_scale)), max(1, round(r.height * o.coarse_scale))
+            sizes.append((f"render size x optim.coarse_scale {o.coarse_scale:g}", cw, ch))
+        if g.model_height is not None:
+            sizes = [("guidance.model_width x model_height", g.model_width, g.model_height)]
+        m = VIDEO_SIZE_MULTIPLE
+        for name, w, h in sizes:
+            if w % m or h % m:
+                near = lambda x: f"{m * (x // m)} or {m * (x // m + 1)}" if x > m else f"{m}"  # noqa: E731
+                raise ValueError(
+                    f"DistillConfig.{name}: {g.kind} needs multiples of {m} px (8x VAE downsampling, 2x2 patches), "
+                    f"got {w}x{h}; e.g. width {near(w)}, height {near(h)}"
+                )
+
+
+VIDEO_SIZE_MULTIPLE = 16
+"""Pixels per transformer patch of the video models (8x VAE downsampling x 2x2 patches)."""
 
 
 def _check_int(name: str, value, low: int) -> None:
@@ -199,6 +240,7 @@ class Distiller:
         pose_prior: PosePrior | None = None,
         guidance: VideoSDS | None = None,
         device: str | torch.device = "cpu",
+        source: str | None = None,
     ):
         """Prepares a run.
 
@@ -211,21 +253,23 @@ class Distiller:
             pose_prior: optional pose-prior callable (see :data:`distill.losses.PosePrior`).
             guidance: a prebuilt guidance (overrides ``config.guidance``).
             device: torch device of the trajectory and renderer.
+            source: where the character came from (a path, ``procedural:NAME``), recorded in config.json; a
+                resume compares the rig's fingerprint, not this.
         """
-        self.rig, self.config = rig, config
+        self.rig, self.config, self.source = rig, config, source
         if config.optim.preview_format == "mp4":
             try:
                 import imageio_ffmpeg  # noqa: F401
             except ImportError:
                 raise ValueError("preview_format 'mp4' needs imageio-ffmpeg (pip install imageio-ffmpeg)") from None
         self.output_dir = Path(output_dir)
-        self.device = torch.device(device)
+        self.device = resolve_device(device, "device")
         self.trig = TorchRig(rig, device=self.device)
         init = init if init is not None else Motion.rest(rig, config.frames, config.fps)
         if init.frame_count != config.frames:
             raise ValueError(f"init: {init.frame_count} frames, config.frames is {config.frames}")
         self.trajectory = Trajectory(rig, init, config.optim.key_count).to(self.device)
-        self.renderer = VideoRenderer(rig, config.render, device=self.device)
+        self.renderer = VideoRenderer(rig, config.render, device=self.device, body_root=self.trajectory.body_root)
         self.body_length = self.renderer.body_length
         self.self_collision = SelfCollisionCapsules(rig)
         self.pose_prior = pose_prior
@@ -238,7 +282,9 @@ class Distiller:
                 if oracle_motion is None:
                     raise ValueError("oracle guidance needs oracle_motion (the motion whose renders are the target)")
                 target = self.render_motion(oracle_motion).detach()
-            guidance = build_guidance(config.guidance, config.prompt, oracle_target=target, device=str(self.device))
+            # the guidance runs where config.guidance.device says; 'auto' follows the trajectory's device
+            device = str(self.device) if config.guidance.device == "auto" else None
+            guidance = build_guidance(config.guidance, config.prompt, oracle_target=target, device=device)
         self.guidance = guidance
         o = config.optim
         self.optimizer = torch.optim.Adam(
@@ -257,7 +303,7 @@ class Distiller:
             pose = traj()
             world = traj.world(self.trig, pose)
             points, normals = self.trig.skin(world)
-            return self.renderer.render(points, normals, world[:, traj.body_root, :3], traj.times).video
+            return self.renderer.render(points, normals, world[:, traj.body_root], traj.times).video
 
     # -- schedules -----------------------------------------------------------------------------------
     def _progress(self, step: int) -> float:
@@ -289,17 +335,16 @@ class Distiller:
         """Re-renders the oracle's target at the current softness (the teacher sees renders like the student's)."""
         target = self.render_motion(self.oracle_motion)
         with torch.no_grad():
-            self.guidance.transformer.target = self.guidance.encode(target)
+            self.guidance.transformer.target = self.guidance.encode(target.to(self.guidance.device))
 
     # -- the loop ------------------------------------------------------------------------------------
-    def loss_terms(self, step: int) -> tuple[dict[str, torch.Tensor], torch.Tensor, float]:
-        """Every loss term of the current trajectory at ``step``, the rendered video and the SDS timestep."""
+    def loss_terms(self, step: int) -> tuple[dict[str, torch.Tensor], RenderResult, float]:
+        """Every loss term of the current trajectory at ``step``, the renders and the SDS timestep."""
         pose = self.trajectory()
         world = self.trajectory.world(self.trig, pose)
         points, normals = self.trig.skin(world)
-        root_path = world[:, self.trajectory.body_root, :3]
-        video = self.renderer.render(points, normals, root_path, self.trajectory.times).video
-        sds = self.guidance(video, self._progress(step), step_generator(self.config.optim.seed, step))
+        render = self.renderer.render(points, normals, world[:, self.trajectory.body_root], self.trajectory.times)
+        sds = self.guidance(render.video, self._progress(step), step_generator(self.config.optim.seed, step))
         terms = {
             "sds": sds.loss,
             "smoothness": smoothness(world, self.body_length),
@@ -308,11 +353,11 @@ class Distiller:
         }
         if self.pose_prior is not None:
             terms["pose_prior"] = self.pose_prior(pose.rotations, world)
-        return terms, video, sds.timestep
+        return terms, render, sds.timestep
 
     def run(
         self, resume: bool = False, stop_after: int | None = None, progress: bool = True,
-        callback: Callable[[int, dict], None] | None = None,
+        callback: Callable[[int, dict], None] | None = None, overwrite: bool = False, stale: Sequence[str] = (),
     ) -> DistillResult:  # fmt: skip
         """Runs (or resumes) the optimization.
 
@@ -321,6 +366,14 @@ class Distiller:
             stop_after: stop (as if interrupted, after the step's checkpoint logic) once this many steps are done.
             progress: show a tqdm progress bar with every loss term.
             callback: called with ``(step, log row)`` after every step.
+            overwrite: start afresh even where the folder holds an earlier run's checkpoint (it is replaced).
+            stale: further files of the folder (relative paths, e.g. an audit the caller writes afterwards) that a
+                fresh start removes along with an earlier run's derived outputs.
+
+        Raises:
+            ResumeError: the checkpoint cannot be continued, or (without ``resume`` or ``overwrite``) the folder
+                holds an earlier run's checkpoint.
+            FloatingPointError: a step's loss or gradient is not finite (nothing of that step is saved).
         """
         from tqdm import tqdm
 
@@ -328,9 +381,17 @@ class Distiller:
         from usd_io import atomic_output, make_folder
 
         out = make_folder(self.output_dir)
+        ckpt = out / "checkpoint.pt"
         start, log = 0, []
-        if resume and (out / "checkpoint.pt").is_file():
-            start, log = self._load_checkpoint(out / "checkpoint.pt")
+        if resume and ckpt.is_file():
+            start, log = self._load_checkpoint(ckpt)
+        else:
+            if ckpt.is_file() and not overwrite:
+                raise ResumeError(
+                    f"{ckpt}: the folder holds an earlier run's checkpoint; continue it with --resume, or choose "
+                    "another --output (--overwrite starts afresh here)"
+                )
+            clear_derived_outputs(out, checkpoint=True, extra=stale)  # an earlier run's must not pass for this one's
         with atomic_output(out / "config.json") as tmp:
             tmp.write_text(json.dumps(self._config_dict(), indent=2))
         weights = dataclasses.asdict(cfg.weights)
@@ -339,10 +400,14 @@ class Distiller:
         for step in bar:
             t0 = time.perf_counter()
             lr_scale, sigma = self._set_schedules(step)
-            terms, video, timestep = self.loss_terms(step)
+            terms, render, timestep = self.loss_terms(step)
+            video = render.video
+            if ran == 0:
+                self._warn_uncovered_views(render.alpha)
             total = sum(weights[k] * v for k, v in terms.items())
             self.optimizer.zero_grad(set_to_none=True)
             total.backward()
+            self._check_finite(step, terms, total)
             self.optimizer.step()
             row = {"step": step, "total": total.item()}
             row.update({k: terms[k].item() if k in terms else 0.0 for k in LOSS_TERMS})
@@ -357,15 +422,41 @@ class Distiller:
                 callback(step, row)
             done = step + 1
             if done % o.checkpoint_every == 0 or done == o.steps:
-                self._save_checkpoint(out / "checkpoint.pt", done, log)
+                self._save_checkpoint(ckpt, done, log)
             if o.preview_every and step % o.preview_every == 0:
                 self._preview(video, f"step_{step:05d}")
             if stop_after is not None and done >= stop_after and done < o.steps:
-                self._save_checkpoint(out / "checkpoint.pt", done, log)
+                self._save_checkpoint(ckpt, done, log)
                 bar.close()
                 return DistillResult(self.trajectory.to_motion(), log, out, ran)
         bar.close()
         return self._finish(log, ran, video)
+
+    def _check_finite(self, step: int, terms: dict[str, torch.Tensor], total: torch.Tensor) -> None:
+        """Raises before the optimizer moves when the loss or a parameter gradient is not finite."""
+        params = {"rotations_6d": self.trajectory.rotations_6d, "translation": self.trajectory.translation}
+        bad_grads = [n for n, p in params.items() if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
+        if bool(torch.isfinite(total)) and not bad_grads:
+            return
+        values = ", ".join(f"{k} {v.item():.4g}" for k, v in terms.items())
+        what = "loss" if not bool(torch.isfinite(total)) else f"gradient of {', '.join(bad_grads)}"
+        raise FloatingPointError(
+            f"step {step}: non-finite {what} (loss terms: {values}); nothing of this step was saved, the last "
+            "checkpoint is intact"
+        )
+
+    def _warn_uncovered_views(self, alpha: torch.Tensor) -> None:
+        """Warns about views in which the character covers (almost) no pixels (alpha (B, F, H, W))."""
+        coverage = alpha.detach().sum((-1, -2))  # (B, F) [px]
+        for b, az in enumerate(self.config.render.camera.azimuths_deg):
+            empty = int((coverage[b] < MIN_COVERAGE_PX).sum())
+            if empty:
+                warnings.warn(
+                    f"view at azimuth {az:g} deg: the character covers less than {MIN_COVERAGE_PX:g} px in {empty} of "
+                    f"{coverage.shape[1]} frames (a single-sided mesh seen from behind is culled, or it is out of "
+                    "frame): the video model sees only the ground there",
+                    stacklevel=3,
+                )
 
     def oracle_error(self):
         from .metrics import motion_error
@@ -431,19 +522,54 @@ class Distiller:
         self._write_log(self.output_dir / "loss_log.csv", log)
 
     def _config_dict(self) -> dict:
-        """The run's config as written to config.json and checked on resume (with the pose prior's identity)."""
-        return {**config_to_dict(self.config), "pose_prior": self.pose_prior_key}
+        """The run's config as written to config.json and checked on resume: the config, the renderer's version,
+        the pose prior's identity, the character's fingerprint and the oracle target's digest (plus the asset's
+        source, recorded but not compared)."""
+        oracle = None
+        if self.oracle_motion is not None:
+            oracle = {"clip": self.oracle_motion.name, "digest": motion_digest(self.oracle_motion)}
+        return {
+            **config_to_dict(self.config),
+            "renderer": RENDERER_VERSION,
+            "pose_prior": self.pose_prior_key,
+            "rig": {"name": self.rig.name, "fingerprint": rig_fingerprint(self.rig)},
+            "oracle": oracle,
+            "source": self.source,
+        }
 
     def _load_checkpoint(self, path: Path) -> tuple[int, list[dict]]:
-        state = torch.load(path, map_location=self.device, weights_only=False)
+        state = read_checkpoint(path, self.device)
         saved, now = dict(state["config"]), self._config_dict()
         saved.setdefault("pose_prior", None)  # checkpoints from before the prior's identity was recorded
+        saved.pop("source", None)
+        source = now.pop("source")
+        if saved.get("renderer") != now["renderer"]:
+            raise ResumeError(
+                f"{path}: checkpoint was written by renderer version {saved.get('renderer', 1)} (this is "
+                f"{now['renderer']}: the same settings render other images); start afresh with another --output"
+            )
+        if saved.get("rig") != now["rig"]:
+            was = saved.get("rig") or {}
+            raise ResumeError(
+                f"{path}: checkpoint was written for another character (rig {was.get('name')!r}, fingerprint "
+                f"{was.get('fingerprint')}; this run: {source or now['rig']['name']!r}, {now['rig']['fingerprint']})"
+            )
+        if saved.get("oracle") != now["oracle"]:
+            name = lambda o: "none" if not o else f"clip {o.get('clip')!r} ({o.get('digest')})"  # noqa: E731
+            raise ResumeError(
+                f"{path}: checkpoint was written with another oracle target ({name(saved.get('oracle'))}; this run: "
+                f"{name(now['oracle'])})"
+            )
         if saved != now:
             diff = sorted(_diff_keys(saved, now))
             raise ResumeError(f"{path}: checkpoint was written with a different config (differs in: {', '.join(diff)})")
-        self.trajectory.load_state_dict(state["trajectory"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        return int(state["step"]), list(state["log"])
+        try:
+            self.trajectory.load_state_dict(state["trajectory"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            return int(state["step"]), list(state["log"])
+        except (RuntimeError, ValueError, KeyError, TypeError) as e:
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ResumeError(f"{path}: the checkpoint's state does not fit this run ({reason})") from None
 
 
 def _diff_keys(a, b, prefix: str = "") -> list[str]:

@@ -34,7 +34,7 @@ def preset(kind: GuidanceKind, prompt: str = "") -> DistillConfig:
                 height=96,
                 albedo="position",
                 albedo_frequency=6.0,
-                camera=CameraConfig(azimuths_deg=(30.0, 120.0, 210.0, 300.0), elevation_deg=20.0, distance=1.6),
+                camera=CameraConfig(azimuths_deg=(30.0, 120.0, 210.0, 300.0), elevation_deg=20.0, distance=1.0),
                 raster=RasterSettings(sigma=0.5, gamma=0.01),
             ),
             guidance=GuidanceConfig(
@@ -68,7 +68,7 @@ def preset(kind: GuidanceKind, prompt: str = "") -> DistillConfig:
             width=m.width,
             height=m.height,
             albedo="uniform",
-            camera=CameraConfig(azimuths_deg=(0.0,), elevation_deg=15.0, distance=2.0),
+            camera=CameraConfig(azimuths_deg=(0.0,), elevation_deg=15.0, distance=1.2),
             raster=RasterSettings(sigma=1.0, gamma=0.01),
         ),
         guidance=dataclasses.replace(GuidanceConfig(kind=kind), guidance_scale=25.0),

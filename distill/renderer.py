@@ -1,7 +1,9 @@
 """Differentiable video renderer of a skinned character: soft-rasterized mesh over a checkerboard ground.
 
-AKD's render conventions: a checkerboard ground plane, a camera that follows the root smoothly (several
-azimuths per step), configurable resolution, frame count, fps and orbit. Gradients reach the skinned vertex
+AKD's render conventions: a checkerboard ground plane, a camera that follows the character smoothly (several
+azimuths per step), configurable resolution, frame count, fps and orbit. The cameras follow the *body centre*: the
+bind pose's bounding-box centre carried rigidly by the body root (the point a vertex there would move with), and
+frame the bind pose's bounding sphere about it (see :mod:`distill.camera`). Gradients reach the skinned vertex
 positions and normals (hence joint rotations and root translation through :class:`sim.torch_ops.TorchRig`) and
 the root path through the follow camera (the ground plane is shaded analytically per pixel, so it moves
 differentiably with the camera).
@@ -13,6 +15,7 @@ character (it never occludes it; ground penetration is penalized by the ground l
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -24,7 +27,7 @@ from sim import Rig
 from .camera import CameraConfig, Cameras, follow_cameras
 from .rasterizer import MeshTopology, RasterSettings, rasterize
 
-__all__ = ["RenderConfig", "RenderResult", "VideoRenderer", "body_dimensions"]
+__all__ = ["RenderConfig", "RenderResult", "VideoRenderer", "body_dimensions", "body_frame"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,24 @@ class RenderConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"RenderConfig.{name}: must be an integer >= 1 [px], got {value!r}")
+        if self.albedo not in ("position", "uniform"):
+            raise ValueError(f"RenderConfig.albedo: expected 'position' or 'uniform', got {self.albedo!r}")
+        for name, positive in (
+            ("albedo_frequency", False), ("ambient", False), ("diffuse", False), ("checker_size", True),
+            ("checker_sharpness", True), ("fog_distance", True),
+        ):  # fmt: skip
+            value = getattr(self, name)
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            if not ok or (value <= 0 if positive else value < 0):
+                raise ValueError(
+                    f"RenderConfig.{name}: must be a finite number {'>' if positive else '>='} 0, got {value!r}"
+                )
+        colors = (*self.ground_colors, *self.sky_color)
+        if len(self.ground_colors) != 2 or len(self.sky_color) != 3 or not all(0.0 <= c <= 1.0 for c in colors):
+            raise ValueError(
+                f"RenderConfig.ground_colors, sky_color: 2 grey levels and 3 RGB values in [0, 1], got "
+                f"{self.ground_colors}, {self.sky_color}"
+            )
 
 
 @dataclass
@@ -84,14 +105,34 @@ class RenderResult:
     cameras: Cameras
 
 
+def _bind_points(rig: Rig) -> np.ndarray:
+    """The meshes' bind-pose points (the joints' rest positions for a meshless rig) [m], shape (N, 3)."""
+    if rig.meshes:
+        return np.concatenate([m.points for m in rig.meshes])
+    return rig.rest_world_transforms()[0]
+
+
 def body_dimensions(rig: Rig) -> tuple[float, float, float]:
     """Bind-pose body length (largest horizontal extent) [m], height [m], and lowest point z [m] of the meshes."""
-    if rig.meshes:
-        pts = np.concatenate([m.points for m in rig.meshes])
-    else:
-        pts = rig.rest_world_transforms()[0]
+    pts = _bind_points(rig)
     ext = np.ptp(pts, axis=0)
     return float(max(ext[0], ext[1], 1e-6)), float(max(ext[2], 1e-6)), float(pts[:, 2].min())
+
+
+def body_frame(rig: Rig, body_root: int) -> tuple[np.ndarray, float]:
+    """The body centre in the body root's joint frame and the framing radius.
+
+    Returns:
+        The bind pose's bounding-box centre expressed in ``body_root``'s frame as skinning sees it
+        (``IBM @ centre``), shape (3,), and the radius [m] of the bind pose's bounding sphere about that centre.
+    """
+    pts = _bind_points(rig)
+    lo, hi = pts.min(0), pts.max(0)
+    centre = 0.5 * (lo + hi)
+    ibm = np.asarray(rig.inverse_bind_matrices[body_root], dtype=np.float64)
+    local = ibm[:3, :3] @ centre + ibm[:3, 3]
+    radius = float(max(np.linalg.norm(pts - centre, axis=1).max(), 1e-6))
+    return local, radius
 
 
 _CODE_DIRECTIONS = np.array([[0.8, 0.5, 0.33], [-0.3, 0.85, -0.43], [0.52, -0.16, -0.84]])
@@ -121,27 +162,57 @@ class VideoRenderer:
         topology: triangles and adjacency of the merged mesh.
         albedo: per-vertex colour, shape (V, 3), torch.
         body_length, body_height, ground_z: bind-pose dimensions [m] (see :func:`body_dimensions`).
+        body_root: the joint whose world transform :meth:`render` takes (:func:`distill.body_root_joint`).
+        centre_local: the body centre in the body root's frame, shape (3,) (see :func:`body_frame`).
+        frame_radius: the bind pose's bounding-sphere radius about the body centre [m] (the framed sphere).
     """
 
-    def __init__(self, rig: Rig, config: RenderConfig | None = None, device: str | torch.device = "cpu", ground_z=None):
+    def __init__(
+        self,
+        rig: Rig,
+        config: RenderConfig | None = None,
+        device: str | torch.device = "cpu",
+        ground_z: float | None = None,
+        body_root: int | None = None,
+    ):
+        from .trajectory import body_root_joint
+
         self.rig = rig
         self.config = config or RenderConfig()
         self.device = torch.device(device)
         mesh = rig.merged_mesh()
         self.topology = MeshTopology(mesh.triangles, device=self.device)
         self.body_length, self.body_height, low = body_dimensions(rig)
+        self.lowest_z = low
         self.ground_z = low if ground_z is None else float(ground_z)
+        self.body_root = body_root_joint(rig) if body_root is None else int(body_root)
+        centre, self.frame_radius = body_frame(rig, self.body_root)
+        self.centre_local = torch.as_tensor(centre, dtype=torch.float32, device=self.device)
         if self.config.albedo == "position":
             albedo = _position_albedo(mesh.points, self.config.albedo_frequency)
         else:
             albedo = np.full((mesh.vertex_count, 3), 0.8)
         self.albedo = torch.as_tensor(albedo, dtype=torch.float32, device=self.device)
 
-    def cameras(self, root_path: torch.Tensor, times: torch.Tensor) -> Cameras:
+    def body_centre(self, root: torch.Tensor) -> torch.Tensor:
+        """The body centre's world path (F, 3) from the body root's world transforms (F, 7) (position, quat xyzw);
+        from positions alone (F, 3) the centre keeps its bind-pose offset (no rotation)."""
+        from sim.torch_ops import quat_rotate
+
+        offset = self.centre_local.to(root)
+        if root.shape[-1] == 7:
+            return root[:, :3] + quat_rotate(root[:, 3:7], offset.expand(root.shape[0], 3))
+        bind = torch.as_tensor(np.linalg.inv(self.rig.inverse_bind_matrices[self.body_root]), dtype=root.dtype)
+        return root + (bind[:3, :3].to(root.device) @ offset)
+
+    def cameras(self, root: torch.Tensor, times: torch.Tensor) -> Cameras:
+        """The follow cameras of a body-root path: world transforms (F, 7) or positions (F, 3) (see
+        :meth:`body_centre`)."""
         c = self.config
         return follow_cameras(
-            root_path, times, c.camera, self.body_length, self.body_height, self.ground_z, c.height, c.width
-        )
+            self.body_centre(root), times, c.camera, self.frame_radius, self.body_height, self.lowest_z, c.height,
+            c.width,
+        )  # fmt: skip
 
     def ground(self, cams: Cameras) -> torch.Tensor:
         """Checkerboard ground and sky per pixel, shape (B, F, H, W, 3); differentiable w.r.t. the camera."""
@@ -180,15 +251,16 @@ class VideoRenderer:
         Args:
             points: skinned vertex positions [m], shape (F, V, 3).
             normals: skinned unit normals, shape (F, V, 3).
-            root_path: root (pelvis) positions the camera follows [m], shape (F, 3).
+            root_path: the body root's world transforms (position [m], quat xyzw), shape (F, 7), whose body centre
+                the cameras follow; positions alone, shape (F, 3), keep the centre's bind-pose offset.
             times: frame times [s], shape (F,).
         """
         cfg = self.config
         f, v = points.shape[:2]
         if normals.shape != points.shape:
             raise ValueError(f"normals: expected shape {tuple(points.shape)}, got {tuple(normals.shape)}")
-        if root_path.shape != (f, 3):
-            raise ValueError(f"root_path: expected shape ({f}, 3), got {tuple(root_path.shape)}")
+        if root_path.shape not in ((f, 3), (f, 7)):
+            raise ValueError(f"root_path: expected shape ({f}, 7) or ({f}, 3), got {tuple(root_path.shape)}")
         points, normals = points.float(), normals.float()
         cams = self.cameras(root_path.float(), times.float())
         screen, zc = cams.project(points)  # (B, F, V, 3), (B, F, V)

@@ -1,5 +1,7 @@
 """The distillation loop: a crashed run resumes from its checkpoint and ends where the unbroken run ends; outputs;
-the oracle recovers a known motion of a small character."""
+the oracle recovers a known motion of a small character; a resume is refused for another character, another oracle
+target or an unreadable checkpoint, and a fresh run for a folder holding a checkpoint; a non-finite gradient stops
+the run before anything of the step is saved; a view that sees no character is reported; settings are checked."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from distill import CameraConfig, RasterSettings, RenderConfig
+import sim
+from distill import CameraConfig, RasterSettings, RenderConfig, ResumeError
 from distill.guidance import GuidanceConfig, TimestepSchedule
 from distill.metrics import motion_error
 from distill.optimize import DistillConfig, Distiller, LossWeights, OptimConfig
@@ -33,7 +36,7 @@ def _config(kind: str, steps: int, **optim) -> DistillConfig:
             width=32,
             height=32,
             albedo="position",
-            camera=CameraConfig(azimuths_deg=(30.0,), distance=1.5),
+            camera=CameraConfig(azimuths_deg=(30.0,), distance=1.0),
             raster=RasterSettings(sigma=1.0),
         ),
         guidance=GuidanceConfig(
@@ -93,10 +96,12 @@ def test_oracle_run_recovers_a_known_motion_and_writes_outputs(tmp_path, make_ch
     the 3-joint tube, and the run folder holds every output."""
     rig = make_chain()
     target = make_motion(rig, 5, amplitude=0.6)
+    # the cameras frame the whole chain (its root is at one end): 80 steps (60 sufficed when they looked at the
+    # root and showed its near half only)
     cfg = dataclasses.replace(
-        _config("oracle", steps=60, lr_rotation=0.03, lr_translation=0.01, sigma_start=6.0),
+        _config("oracle", steps=80, lr_rotation=0.05, lr_translation=0.015, sigma_start=6.0),
         render=dataclasses.replace(
-            _config("oracle", 1).render, camera=CameraConfig(azimuths_deg=(30.0, 120.0), distance=1.5)
+            _config("oracle", 1).render, camera=CameraConfig(azimuths_deg=(30.0, 120.0), distance=1.0)
         ),
         weights=LossWeights(smoothness=1.0, ground=0.0),  # the target dips below the floor under the bind pose
     )
@@ -110,9 +115,9 @@ def test_oracle_run_recovers_a_known_motion_and_writes_outputs(tmp_path, make_ch
     for name in ("config.json", "checkpoint.pt", "loss_log.csv", "motion.usda", "oracle_metrics.json"):
         assert (tmp_path / name).is_file(), name
     assert (tmp_path / "previews" / "final.gif").is_file()
-    assert json.loads((tmp_path / "config.json").read_text())["optim"]["steps"] == 60
+    assert json.loads((tmp_path / "config.json").read_text())["optim"]["steps"] == 80
     rows = list(csv.DictReader(open(tmp_path / "loss_log.csv")))
-    assert len(rows) == 60 and {"sds", "smoothness", "ground", "self_collision", "total"} <= set(rows[0])
+    assert len(rows) == 80 and {"sds", "smoothness", "ground", "self_collision", "total"} <= set(rows[0])
     metrics = json.loads((tmp_path / "oracle_metrics.json").read_text())
     np.testing.assert_allclose(metrics["mean_joint_angle_deg"], after.mean_joint_angle_deg, rtol=1e-6)
 
@@ -183,8 +188,152 @@ def test_resume_refuses_another_pose_prior(tmp_path, make_chain, make_motion):
         (lambda: CameraConfig(azimuths_deg=()), r"CameraConfig.azimuths_deg: need one or more finite angles"),
         (lambda: CameraConfig(azimuths_deg=(float("nan"),)), r"CameraConfig.azimuths_deg"),
         (lambda: GuidanceConfig(guidance_scale=float("nan")), r"GuidanceConfig.guidance_scale: must be a finite"),
+        # settings that were accepted and failed later (or never)
+        (lambda: LossWeights(smoothness=-1.0), r"LossWeights.smoothness: must be a finite number >= 0"),
+        (lambda: LossWeights(sds=float("nan")), r"LossWeights.sds: must be a finite number >= 0"),
+        (lambda: TimestepSchedule(min=0.9, max_start=0.1), r"TimestepSchedule: need 0 <= min <= max_start <= 1"),
+        (lambda: CameraConfig(follow_smoothing_s=float("nan")), r"CameraConfig.follow_smoothing_s"),
+        (lambda: CameraConfig(elevation_deg=90.0), r"CameraConfig.elevation_deg: must be in \(-90, 90\)"),
+        (lambda: RasterSettings(gamma=0.0), r"RasterSettings.gamma: must be > 0"),  # was a ZeroDivisionError
+        (lambda: RasterSettings(tile_size=0), r"RasterSettings.tile_size"),
+        (lambda: RenderConfig(ambient=-0.5), r"RenderConfig.ambient: must be a finite number >= 0"),
+        (lambda: GuidanceConfig(device="meta"), r"GuidanceConfig.device: 'meta' cannot run a distillation"),
+        (lambda: GuidanceConfig(device="banana"), r"GuidanceConfig.device: 'banana' is not a device name"),
+        (lambda: GuidanceConfig(model_height=32), r"GuidanceConfig.model_height, model_width: give both"),
+        # the video VAEs (8x) and patches (2x2): 36 px floored to 4x4 latents, 40 px failed at step 0
+        (lambda: DistillConfig(frames=5, render=RenderConfig(width=36, height=32)), r"multiples of 16 px.* 36x32"),
+        (
+            lambda: DistillConfig(
+                frames=5, render=RenderConfig(width=32, height=32), optim=OptimConfig(coarse_scale=0.75)
+            ),
+            r"coarse_scale 0.75: tiny needs multiples of 16 px .* got 24x24",
+        ),
+        (
+            lambda: DistillConfig(frames=5, guidance=GuidanceConfig(kind="tiny-wan", model_height=40, model_width=32)),
+            r"model_width x model_height: tiny-wan needs multiples of 16 px",
+        ),
     ],
 )
 def test_bad_settings_are_named_on_construction(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_oracle_runs_at_any_render_size(make_chain):
+    """The 16 px rule is the video models'; the oracle (a pixel-space teacher) takes any size."""
+    DistillConfig(frames=5, render=RenderConfig(width=36, height=30), guidance=GuidanceConfig(kind="oracle"))
+
+
+def _other_chain(make_chain):
+    """The same joints as make_chain() with a thicker tube: a state dict that fits, another character."""
+    return make_chain(radius=0.1)
+
+
+@pytest.mark.parametrize("change", ["rig_same_joints", "rig_more_joints", "oracle_target"])
+def test_resume_refuses_another_character_or_oracle_target(tmp_path, make_chain, make_motion, change):
+    """A resume continued another character silently (same joints) or failed with a state-dict traceback (other
+    joints), and continued another oracle target silently (--oracle-clip Run on a Walk run)."""
+    rig = make_chain()
+    cfg = _config("oracle", steps=3)
+    target = make_motion(rig, 5)
+    Distiller(rig, cfg, tmp_path, oracle_motion=target).run(progress=False, stop_after=2)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["rig"]["fingerprint"] and saved["oracle"]["clip"] == "bend"
+    if change == "oracle_target":
+        other, other_target, message = rig, make_motion(rig, 5, phase=1.0), "another oracle target"
+    else:
+        other = _other_chain(make_chain) if change == "rig_same_joints" else make_chain(joint_count=4)
+        other_target, message = make_motion(other, 5), "another character"
+    with pytest.raises(ResumeError, match=message):
+        Distiller(other, cfg, tmp_path, oracle_motion=other_target).run(resume=True, progress=False)
+    resumed = Distiller(rig, cfg, tmp_path, oracle_motion=target).run(resume=True, progress=False)
+    assert resumed.steps_run == 1
+
+
+@pytest.mark.parametrize("content", [b"", b"not a checkpoint", b"PK\x03\x04truncated", "dict"])
+def test_unreadable_checkpoint_is_a_resume_error(tmp_path, make_chain, content):
+    rig = make_chain()
+    if content == "dict":
+        torch.save({"step": 1}, tmp_path / "checkpoint.pt")
+        message = "not a distill checkpoint"
+    else:
+        (tmp_path / "checkpoint.pt").write_bytes(content)
+        message = "not a readable distill checkpoint"
+    d = Distiller(rig, _config("oracle", steps=2), tmp_path, oracle_motion=Motion.rest(rig, 5, 12.0))
+    with pytest.raises(ResumeError, match=message):
+        d.run(resume=True, progress=False)
+
+
+def test_fresh_run_refuses_an_earlier_checkpoint_and_overwrite_clears_its_outputs(tmp_path, make_chain, make_motion):
+    """Without resume a run overwrote a resumable checkpoint silently, and an earlier run's oracle metrics and
+    previews stayed beside the new run's outputs."""
+    rig = make_chain()
+    target = make_motion(rig, 5)
+    cfg = dataclasses.replace(_config("oracle", steps=2), optim=OptimConfig(steps=2, preview_every=1))
+    Distiller(rig, cfg, tmp_path, oracle_motion=target).run(progress=False)
+    (tmp_path / "audit").mkdir()
+    (tmp_path / "audit" / "report.json").write_text("{}")
+    before = (tmp_path / "checkpoint.pt").read_bytes()
+    assert (tmp_path / "oracle_metrics.json").is_file() and (tmp_path / "previews" / "step_00001.gif").is_file()
+    plain = dataclasses.replace(cfg, guidance=GuidanceConfig(kind="tiny", device="cpu"), optim=OptimConfig(steps=1))
+    with pytest.raises(ResumeError, match="earlier run's checkpoint; continue it with --resume"):
+        Distiller(rig, plain, tmp_path).run(progress=False)
+    assert (tmp_path / "checkpoint.pt").read_bytes() == before, "the refused run left the folder alone"
+    Distiller(rig, plain, tmp_path).run(progress=False, overwrite=True, stale=["audit/report.json"])
+    assert not (tmp_path / "oracle_metrics.json").exists() and not (tmp_path / "audit" / "report.json").exists()
+    assert sorted(p.name for p in (tmp_path / "previews").iterdir()) == ["final.gif", "step_00000.gif"]
+    assert torch.load(tmp_path / "checkpoint.pt", weights_only=False)["config"]["guidance"]["kind"] == "tiny"
+
+
+def test_non_finite_gradient_stops_before_the_step_is_saved(tmp_path, make_chain, make_motion):
+    """A step whose gradient is NaN (here a prior with an infinite slope at 0: sqrt(0)) raises before the optimizer
+    moves: the last checkpoint keeps its finite trajectory (the NaN step was saved, and the CLI blamed bad input)."""
+    rig = make_chain()
+    calls = []
+
+    def prior(rotations, world):
+        calls.append(1)
+        return (world[..., 2] * 0.0).sqrt().sum() if len(calls) > 1 else world.sum() * 0.0
+
+    cfg = dataclasses.replace(_config("oracle", steps=3), optim=OptimConfig(steps=3, checkpoint_every=1))
+    d = Distiller(rig, cfg, tmp_path, oracle_motion=make_motion(rig, 5), pose_prior=prior)
+    with pytest.raises(FloatingPointError, match=r"step 1: non-finite gradient of rotations_6d, translation"):
+        d.run(progress=False)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    assert state["step"] == 1
+    assert all(torch.isfinite(v).all() for v in state["trajectory"].values() if v.is_floating_point())
+    assert torch.isfinite(d.trajectory.rotations_6d).all(), "the optimizer did not take the NaN step"
+
+
+def _sheet_rig() -> sim.Rig:
+    """One joint skinning a single-sided square sheet in the x = 0 plane, its front facing +x."""
+    pts = np.array([[0.0, -0.5, 0.0], [0.0, 0.5, 0.0], [0.0, 0.5, 1.0], [0.0, -0.5, 1.0]])
+    tris = np.array([[0, 1, 2], [0, 2, 3]])  # counter-clockwise seen from +x
+    joints, weights = np.zeros((4, 1), dtype=np.int64), np.ones((4, 1))
+    mesh = sim.SkinnedMesh("sheet", pts, tris, joints, weights, joint_count=1)
+    return sim.Rig(["root"], [-1], np.array([[0.0, 0.0, 0.5]]), np.array([[0.0, 0.0, 0.0, 1.0]]), None, [mesh])
+
+
+def test_a_view_without_the_character_is_reported(tmp_path):
+    """Seen from behind, a single-sided sheet is culled: SDS scores an empty ground without a word before."""
+    rig = _sheet_rig()
+    render = dataclasses.replace(_config("oracle", 1).render, camera=CameraConfig(azimuths_deg=(0.0, 180.0)))
+    cfg = dataclasses.replace(_config("oracle", steps=1), render=render, weights=LossWeights(self_collision=0.0))
+    d = Distiller(rig, cfg, tmp_path, oracle_motion=Motion.rest(rig, 5, 12.0))
+    with pytest.warns(UserWarning, match=r"azimuth 180 deg: the character covers less than 1 px in 5 of 5") as rec:
+        d.run(progress=False)
+    assert not any("azimuth 0 deg" in str(w.message) for w in rec), "the front view sees the sheet"
+
+
+def test_guidance_device_is_used_not_the_distillers(tmp_path, make_chain):
+    """GuidanceConfig.device was ignored (the model always ran on the distiller's device): an unavailable one is
+    now refused by name, and the model sits where it says."""
+    rig = make_chain()
+    d = Distiller(rig, dataclasses.replace(_config("tiny", 1)), tmp_path / "a")
+    assert d.guidance.device == torch.device("cpu")
+    if not torch.cuda.is_available():
+        cfg = dataclasses.replace(_config("tiny", 1), guidance=GuidanceConfig(kind="tiny", device="cuda"))
+        with pytest.raises(ValueError, match=r"GuidanceConfig.device: 'cuda': no CUDA device is available"):
+            Distiller(rig, cfg, tmp_path / "b")
+        with pytest.raises(ValueError, match=r"device: 'cuda': no CUDA device is available"):
+            Distiller(rig, _config("tiny", 1), tmp_path / "c", device="cuda")
