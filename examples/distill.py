@@ -1,6 +1,6 @@
 # Distil a joint trajectory of a rigged character from a text-to-video model (AKD) and write it as UsdSkel.
 #
-#   Oracle check (CPU, ~10 min): recovers the Fox's Walk clip from the rest pose through the whole SDS path
+#   Oracle check (CPU, ~3-5 min): recovers the Fox's Walk clip from the rest pose through the whole SDS path
 #     .venv/bin/python examples/distill.py --asset ../shared/assets/gltf/Fox.glb --guidance oracle \
 #         --oracle-clip Walk --output out/fox_oracle
 #   CPU smoke run with a tiny random CogVideoX:
@@ -9,7 +9,9 @@
 #     .venv/bin/python examples/distill.py --asset ../shared/assets/gltf/Fox.glb --prompt "a fox jumping" \
 #         --guidance cogvideox-2b --guidance-model /models/CogVideoX-2b --device cuda --output out/fox_jump
 #
-# Exit status: 0 on success, 2 on bad input (asset, clip, missing model weights), with a one-line error.
+# Exit status: 0 on success; 2 on bad input (asset, clip, settings, device, missing model weights, a checkpoint
+# that cannot be continued or an earlier run's checkpoint in OUTPUT without --resume/--overwrite), with a one-line
+# error; 1 when a step's loss or gradient is not finite (the last checkpoint is kept); 130 on Ctrl-C.
 """Distil a motion for a rigged character (glTF / USD / procedural) by video score distillation."""
 
 from __future__ import annotations
@@ -26,12 +28,15 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import torch  # noqa: E402
 import tyro  # noqa: E402
 
+from distill.devices import resolve_device  # noqa: E402
 from distill.guidance import GuidanceKind, GuidanceModelError  # noqa: E402
 from distill.optimize import Distiller, ResumeError  # noqa: E402
 from distill.presets import preset  # noqa: E402
 from distill.trajectory import sample_clip  # noqa: E402
 from sim import RigError  # noqa: E402
-from usd_io import InputError, load_asset, write_audit  # noqa: E402
+from sim.audit import AuditConfig  # noqa: E402
+from sim.contact_metrics import joint_limits_from_motions  # noqa: E402
+from usd_io import AUDIT_FILES, InputError, load_asset, write_audit  # noqa: E402
 
 
 @dataclass
@@ -50,13 +55,14 @@ class DistillCLI:
     guidance_dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
     """Weights dtype; auto = the model's dtype on CUDA, float32 on CPU."""
     guidance_device: str = "auto"
-    """Device of the video model; auto = cuda when available."""
+    """Device of the video model; auto = the --device (videos move to it, their gradients come back)."""
     guidance_allow_download: bool = False
     """Let from_pretrained download missing weights (needs internet)."""
     guidance_scale: float | None = None
     """Classifier-free guidance scale (default: the preset's)."""
     oracle_clip: str | None = None
-    """Oracle: the asset's clip whose renders are the target (looped when shorter than the run)."""
+    """Oracle: the asset's clip whose renders are the target (looped when shorter than the run, each cycle
+    carrying on from where the last ended)."""
     frames: int | None = None
     """Frames to distil (default: the preset's; 13 for the oracle, the model's native count otherwise)."""
     fps: float | None = None
@@ -78,7 +84,9 @@ class DistillCLI:
     preview_every: int | None = None
     """Steps between preview GIFs (default: the preset's; 0 = final only)."""
     resume: bool = False
-    """Continue from OUTPUT/checkpoint.pt (the config must match)."""
+    """Continue from OUTPUT/checkpoint.pt (the config, character and oracle target must match)."""
+    overwrite: bool = False
+    """Start afresh in an OUTPUT that holds an earlier run's checkpoint (it and that run's outputs are replaced)."""
     device: str = "cpu"
     """Device of the trajectory, skinning and renderer; auto = cuda when available."""
     threads: int | None = None
@@ -127,51 +135,72 @@ def build_config(cli: DistillCLI):
     return dataclasses.replace(cfg, frames=frames, fps=fps, render=r, guidance=g, optim=o, weights=w)
 
 
+def _check_cli(cli: DistillCLI) -> None:
+    """The checks of options that only make sense together (ValueError naming the option)."""
+    if cli.threads is not None and cli.threads < 1:
+        raise ValueError(f"--threads: must be >= 1, got {cli.threads}")
+    if cli.pose_prior_weight is not None and cli.pose_prior is None:
+        raise ValueError("--pose-prior-weight: needs --pose-prior CHECKPOINT")
+    if cli.oracle_clip is not None and cli.guidance != "oracle":
+        raise ValueError(f"--oracle-clip: only the oracle uses a target clip (--guidance oracle), not {cli.guidance}")
+    if cli.guidance == "oracle" and cli.oracle_clip is None:
+        raise ValueError("--guidance oracle needs --oracle-clip NAME")
+    if cli.resume and cli.overwrite:
+        raise ValueError("--resume and --overwrite: choose one (continue the checkpoint, or replace it)")
+
+
 def main(cli: DistillCLI) -> int:
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if cli.device == "auto" else cli.device
     try:
+        _check_cli(cli)
+        device = resolve_device(cli.device, "--device")
+        if cli.guidance_device != "auto":
+            resolve_device(cli.guidance_device, "--guidance-device")
         cfg = build_config(cli)  # every setting is checked here (ValueError naming the field)
-        if cli.threads is not None and cli.threads < 1:
-            raise ValueError(f"--threads: must be >= 1, got {cli.threads}")
-        if cli.pose_prior_weight is not None and cli.pose_prior is None:
-            raise ValueError("--pose-prior-weight: needs --pose-prior CHECKPOINT")
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if cli.threads is not None:
         torch.set_num_threads(cli.threads)
-    elif cli.guidance == "oracle" and device == "cpu":
+    elif cli.guidance == "oracle" and device.type == "cpu":
         torch.set_num_threads(1)
+    ckpt = cli.output / "checkpoint.pt"
     try:
         asset = load_asset(cli.asset)
         if not asset.rig.meshes:
             raise InputError(cli.asset, "meshes", "the character has no skinned mesh to render")
         oracle = None
         if cli.guidance == "oracle":
-            if cli.oracle_clip is None:
-                print("error: --guidance oracle needs --oracle-clip NAME", file=sys.stderr)
-                return 2
-            oracle = sample_clip(asset.clip(cli.oracle_clip), cfg.frames, cfg.fps)
+            oracle = sample_clip(asset.clip(cli.oracle_clip), cfg.frames, cfg.fps, rig=asset.rig)
         prior = None
         if cli.pose_prior is not None:
             from posespace import PoseSpace
 
-            try:
-                prior = PoseSpace.load(cli.pose_prior).pose_prior(asset.rig)
-            except (FileNotFoundError, ValueError) as e:
-                print(f"error: {e}", file=sys.stderr)
-                return 2
-        distiller = Distiller(asset.rig, cfg, cli.output, oracle_motion=oracle, device=device, pose_prior=prior)
-        result = distiller.run(resume=cli.resume, progress=not cli.quiet)
-    except (InputError, RigError, GuidanceModelError, ResumeError) as e:
-        print(f"error: {e}", file=sys.stderr)
+            prior = PoseSpace.load(cli.pose_prior).pose_prior(asset.rig)
+        distiller = Distiller(
+            asset.rig, cfg, cli.output, oracle_motion=oracle, device=device, pose_prior=prior, source=cli.asset
+        )
+    except (InputError, RigError, GuidanceModelError, FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)  # ValueError: settings only the models can check, a bad pose space
         return 2
-    except FloatingPointError as e:  # the video model broke down mid-run; the last checkpoint is kept
-        print(f"error: {e}", file=sys.stderr)
-        return 1
     except KeyError as e:  # unknown clip; the message lists the available ones
         print(f"error: {e.args[0]}", file=sys.stderr)
         return 2
+    try:
+        # starting afresh also removes an earlier run's audit, which would pass for this one's
+        stale = [f"audit/{name}" for name in AUDIT_FILES]
+        result = distiller.run(resume=cli.resume, progress=not cli.quiet, overwrite=cli.overwrite, stale=stale)
+    except (ResumeError, InputError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except FloatingPointError as e:  # a non-finite loss or gradient; nothing of that step was saved
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        if ckpt.is_file():
+            print(f"interrupted: continue with --resume (checkpoint {ckpt})", file=sys.stderr)
+        else:
+            print("interrupted before the first checkpoint was written; nothing to resume", file=sys.stderr)
+        return 130
     seconds = sum(r["seconds"] for r in result.log)
     print(f"wrote {cli.output / 'motion.usda'}: {cfg.frames} frames at {cfg.fps:g} fps, {len(result.log)} steps")
     print(f"optimization time {seconds:.1f} s ({result.steps_run} steps in this call)")
@@ -184,13 +213,29 @@ def main(cli: DistillCLI) -> int:
             f"{m['body_length_m']:.4g} m)"
         )
     if cli.audit:
-        try:
-            report = write_audit(cli.output / "audit", asset.rig, result.motion, source=f"{cli.asset} (distilled)")
-        except InputError as e:  # e.g. OUTPUT/audit is a file
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        failed = ", ".join(c.name for c in report.failed_checks)
-        print(f"audit: {'failed ' + failed if failed else 'passed'} ({cli.output / 'audit' / 'report.json'})")
+        return _audit(cli, asset, result.motion)
+    return 0
+
+
+def _audit(cli: DistillCLI, asset, motion) -> int:
+    """Audits the distilled motion; joint limits come from the asset's own clips (the motion's own range, the
+    audit's default, cannot fail on a whole-clip error)."""
+    limits, basis = None, "the distilled motion itself"
+    if asset.clips:
+        audit_cfg = AuditConfig()
+        rotations = [c.rotations for c in asset.clips.values()]
+        limits = joint_limits_from_motions(
+            asset.rig.rest_rotations, rotations, audit_cfg.limit_margin_deg, audit_cfg.limit_quantile
+        )
+        basis = f"the asset's {len(rotations)} clip(s)"
+    try:
+        report = write_audit(cli.output / "audit", asset.rig, motion, limits=limits, source=f"{cli.asset} (distilled)")
+    except InputError as e:  # e.g. OUTPUT/audit is a file
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    failed = ", ".join(c.name for c in report.failed_checks)
+    verdict = "failed " + failed if failed else "passed"
+    print(f"audit: {verdict} (joint limits from {basis}; {cli.output / 'audit' / 'report.json'})")
     return 0
 
 

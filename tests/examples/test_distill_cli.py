@@ -1,5 +1,7 @@
 """examples/distill.py in subprocesses: tiny and oracle runs on the Fox write every output; a run killed with
-SIGKILL resumes from its checkpoint and ends where an unbroken run ends; bad input exits with status 2."""
+SIGKILL resumes from its checkpoint and ends where an unbroken run ends; Ctrl-C exits 130 naming the checkpoint;
+bad input (settings, devices, folders holding another run, unreadable checkpoints) exits with status 2 and one
+line; the audit holds the motion to the asset's own clips."""
 
 from __future__ import annotations
 
@@ -135,6 +137,14 @@ def test_bad_input_exits_with_status_2(tmp_path, assets_dir, capsys, asset, extr
         ({"azimuths": ()}, "CameraConfig.azimuths_deg"),  # reshape error deep in the renderer
         ({"threads": 0}, "--threads: must be >= 1"),  # torch RuntimeError traceback
         ({"output_under_a_file": True}, "is a file"),  # FileExistsError traceback
+        ({"device": "banana"}, "--device: 'banana' is not a device name"),  # RuntimeError traceback
+        ({"device": "cuda:97"}, "--device: 'cuda:97'"),  # AssertionError traceback without CUDA
+        ({"guidance_device": "cuda:97"}, "--guidance-device: 'cuda:97'"),  # was ignored: ran on the CPU
+        ({"guidance_device": "meta"}, "--guidance-device: 'meta' cannot run a distillation"),
+        ({"oracle_clip": "walk"}, "--oracle-clip: only the oracle uses a target clip"),  # silently ignored
+        ({"width": 40, "height": 40}, "tiny needs multiples of 16 px"),  # traceback at step 0, config.json left
+        ({"width": 36, "height": 32}, "tiny needs multiples of 16 px"),  # 4 px silently unguided
+        ({"resume": True, "overwrite": True}, "--resume and --overwrite: choose one"),
     ],
 )
 def test_bad_settings_exit_with_status_2(tmp_path, capsys, extra, message):
@@ -167,3 +177,80 @@ def test_pose_space_as_pose_prior(tmp_path):
     bad.write_text("no")
     proc = _run(*args, "--output", str(tmp_path / "x"), "--pose-prior", str(bad))
     assert proc.returncode == 2 and "bad.pt: not a readable torch checkpoint" in proc.stderr
+
+
+def test_ctrl_c_exits_130_and_names_the_checkpoint(tmp_path):
+    out = tmp_path / "interrupted"
+    args = ["--asset", "procedural:quadruped", "--guidance", "tiny", "--steps", "500", "--checkpoint-every", "1"]
+    args += ["--preview-every", "0", "--no-audit", *SMALL]
+    # a shell's background jobs (CI runners, nohup) inherit SIGINT ignored, and Python then installs no
+    # KeyboardInterrupt handler: give the child the default disposition, as a terminal's foreground job has
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), *args, "--output", str(out)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None and not (out / "checkpoint.pt").is_file():
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run finished before it could be interrupted"
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr
+    assert f"interrupted: continue with --resume (checkpoint {out / 'checkpoint.pt'})" in stderr
+    assert "Traceback" not in stderr and not (out / "motion.usda").exists()
+
+
+def _one_error_line(capsys) -> str:
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip() and "CUDA driver" not in line]
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+def test_a_folder_holding_another_run_is_refused_or_replaced(tmp_path, capsys):
+    """A rerun without --resume overwrote a resumable checkpoint silently and left the earlier run's audit and
+    oracle metrics beside its own; a resume with another oracle clip continued silently; a corrupt checkpoint was a
+    traceback."""
+    example = _example_module()
+    out = tmp_path / "run"
+    base = {"asset": "procedural:quadruped", "output": out, "steps": 1, "quiet": True, "frames": 5, "width": 32,
+            "height": 32, "azimuths": (30.0,)}  # fmt: skip
+    oracle = {**base, "guidance": "oracle", "oracle_clip": "walk"}
+    assert example.main(example.DistillCLI(**oracle)) == 0
+    assert (out / "audit" / "report.json").is_file() and (out / "oracle_metrics.json").is_file()
+    capsys.readouterr()
+    before = (out / "checkpoint.pt").read_bytes()
+    assert example.main(example.DistillCLI(**base, guidance="tiny", audit=False)) == 2
+    assert "earlier run's checkpoint; continue it with --resume" in _one_error_line(capsys)
+    assert (out / "checkpoint.pt").read_bytes() == before
+    assert example.main(example.DistillCLI(**{**oracle, "oracle_clip": "idle"}, resume=True)) == 2
+    assert "another oracle target (clip 'walk'" in _one_error_line(capsys)
+    assert example.main(example.DistillCLI(**base, guidance="tiny", audit=False, overwrite=True)) == 0
+    assert not (out / "audit" / "report.json").exists() and not (out / "oracle_metrics.json").exists()
+    capsys.readouterr()
+    (out / "checkpoint.pt").write_bytes(before[: len(before) // 3])
+    assert example.main(example.DistillCLI(**base, guidance="tiny", resume=True)) == 2
+    assert "checkpoint.pt: not a readable distill checkpoint" in _one_error_line(capsys)
+
+
+def test_audit_holds_the_motion_to_the_assets_clips(tmp_path, capsys):
+    """A distilled motion with a joint turned 90 deg in every frame: limits derived from the motion itself (as
+    before) cannot fail it; the asset's own clips do."""
+    import sim
+    from sim.rotations import axis_angle_to_quat, quat_multiply
+    from usd_io import load_asset
+
+    example = _example_module()
+    asset = load_asset("procedural:quadruped")
+    walk = asset.clip("walk")
+    j = asset.rig.joint_index("hind_left_upper_leg")
+    rotations = walk.rotations.copy()
+    rotations[:, j] = quat_multiply(rotations[:, j], axis_angle_to_quat([0.0, 0.0, np.pi / 2]))
+    motion = sim.Motion(walk.fps, walk.root_translations, rotations, name="distilled")
+    cli = example.DistillCLI(asset="procedural:quadruped", output=tmp_path)
+    assert example._audit(cli, asset, motion) == 0
+    report = json.loads((tmp_path / "audit" / "report.json").read_text())
+    limits = next(c for c in report["checks"] if c["name"] == "joint_limits")
+    assert limits["status"] == "fail", limits["message"]
+    assert "joint limits from the asset's 2 clip(s)" in capsys.readouterr().out
