@@ -95,7 +95,7 @@ def bench_resolution(rig, trig, rot, trans, times, res: int, args) -> list[float
         height=res,
         albedo="position",
         albedo_frequency=6.0,
-        camera=CameraConfig(azimuths_deg=azimuths, distance=1.6),
+        camera=CameraConfig(azimuths_deg=azimuths, distance=1.0),
         raster=RasterSettings(tile_size=args.tile_size),
     )
     renderer = VideoRenderer(rig, cfg, device=dev)

@@ -509,7 +509,7 @@ def _render(device, bare: bool = False):
         height=32,
         albedo="position",
         albedo_frequency=6.0,
-        camera=CameraConfig(azimuths_deg=(20.0, 110.0), distance=1.6, follow_smoothing_s=0.2),
+        camera=CameraConfig(azimuths_deg=(20.0, 110.0), distance=1.0, follow_smoothing_s=0.2),
         raster=RasterSettings(sigma=1.0, gamma=0.02),
     )
     traj = Trajectory(rig, motion).to(dev)
@@ -518,7 +518,7 @@ def _render(device, bare: bool = False):
     weights = torch.rand(2, 3, 3, 32, 32, generator=torch.Generator().manual_seed(3)).to(dev)
     world = traj.world(trig)
     points, normals = trig.skin(world)
-    result = renderer.render(points, normals, world[:, traj.body_root, :3], traj.times)
+    result = renderer.render(points, normals, world[:, traj.body_root], traj.times)  # root pose: the camera turns
     (result.video * weights).sum().backward()
     return result.video, result.alpha, traj.rotations_6d.grad, traj.translation.grad
 
