@@ -354,11 +354,15 @@ def _scheduler_class(source: str, cfg: GuidanceConfig) -> str:
     if path.is_file():
         return json.loads(path.read_text()).get("_class_name", "FlowMatchEulerDiscreteScheduler")
     try:
+        import warnings
+
         from diffusers import UniPCMultistepScheduler
 
-        config = UniPCMultistepScheduler.load_config(
-            source, subfolder="scheduler", local_files_only=not cfg.allow_download
-        )  # reads scheduler_config.json whatever the class
+        with warnings.catch_warnings():  # diffusers passes huggingface_hub a deprecated argument (its noise)
+            warnings.filterwarnings("ignore", message=".*local_dir_use_symlinks.*", category=UserWarning)
+            config = UniPCMultistepScheduler.load_config(
+                source, subfolder="scheduler", local_files_only=not cfg.allow_download
+            )  # reads scheduler_config.json whatever the class
         return str(config.get("_class_name", "UniPCMultistepScheduler"))
     except (OSError, ValueError):  # not cached: loading the scheduler itself reports the missing weights
         return "UniPCMultistepScheduler"
