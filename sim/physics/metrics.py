@@ -50,6 +50,27 @@ def contact_summary(rig, motion: Motion, ground_height: float = 0.0) -> dict[str
     }
 
 
+def filtered_pair_allowance(
+    character: PhysicsCharacter,
+    frame_count: int,
+    reference_pos: np.ndarray | None = None,
+    reference_rot: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The body pairs the simulation does not collide although they are not parent and child
+    (``character.filter_overlap_m``), shape (P, 2), and the capsule overlap allowed per frame [m], shape
+    (frame_count, P): the pair's overlap in the reference pose and, when a reference motion is given (frames
+    (F', B, 3) / (F', B, 4); frame f uses min(f, F' - 1)), at least its overlap there."""
+    pairs = np.array(sorted(character.filter_overlap_m), dtype=np.int32).reshape(-1, 2)
+    static = np.array([character.filter_overlap_m[tuple(p)] for p in pairs.tolist()], dtype=np.float64)
+    allowance = np.repeat(static[None], frame_count, axis=0)
+    if len(pairs) and reference_pos is not None and reference_rot is not None:
+        frames = np.minimum(np.arange(frame_count), len(reference_pos) - 1)
+        ends = character.capsule_world(np.asarray(reference_pos)[frames], np.asarray(reference_rot)[frames])
+        depth, _ = capsule_penetration(*ends, character.capsule_radii, pairs)
+        allowance = np.maximum(allowance, depth)
+    return pairs, allowance
+
+
 def self_penetration(
     character: PhysicsCharacter,
     body_pos: np.ndarray,
@@ -77,20 +98,17 @@ def self_penetration(
         ``filtered`` (True when that pair is one the simulation does not collide).
     """
     colliding = character.colliding_pairs()
-    allowed = character.filter_overlap_m if character.config.self_collision else {}
-    pairs = np.array([*colliding.tolist(), *allowed.keys()], dtype=np.int32).reshape(-1, 2)
+    filtered, allowance = (
+        filtered_pair_allowance(character, len(body_pos), reference_pos, reference_rot)
+        if character.config.self_collision
+        else (np.zeros((0, 2), dtype=np.int32), np.zeros((len(body_pos), 0)))
+    )
+    pairs = np.concatenate([colliding, filtered]).astype(np.int32)
     none = {"max_self_penetration_m": 0.0, "frame": None, "pair": None, "filtered": False}
     if len(pairs) == 0:
         return none
-    radii = character.capsule_radii
-    depth, _ = capsule_penetration(*character.capsule_world(body_pos, body_rot), radii, pairs)
-    allowance = np.broadcast_to(np.array([0.0] * len(colliding) + list(allowed.values())), depth.shape)
-    if allowed and reference_pos is not None and reference_rot is not None:
-        ref_depth, _ = capsule_penetration(*character.capsule_world(reference_pos, reference_rot), radii, pairs)
-        ref_depth = ref_depth[np.minimum(np.arange(len(depth)), len(ref_depth) - 1)]
-        ref_depth[:, : len(colliding)] = 0.0
-        allowance = np.maximum(allowance, ref_depth)
-    depth = depth - allowance
+    depth, _ = capsule_penetration(*character.capsule_world(body_pos, body_rot), character.capsule_radii, pairs)
+    depth[:, len(colliding) :] -= allowance
     if depth.size == 0 or depth.max() <= 0.0:
         return none
     f, k = np.unravel_index(int(np.argmax(depth)), depth.shape)

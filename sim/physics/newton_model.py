@@ -65,23 +65,6 @@ def contact_material(character: PhysicsCharacter, contact: ContactConfig) -> Con
                            friction_gain=kd)  # fmt: skip
 
 
-def filtered_pair_allowance(
-    character: PhysicsCharacter, ref_pos: np.ndarray, ref_rot: np.ndarray, frame_count: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """The body pairs the simulation does not collide although they are not parent and child
-    (``character.filter_overlap_m``), shape (P, 2), and the capsule overlap allowed per frame [m], shape
-    (frame_count, P): the larger of the pair's overlap in the reference pose and in the reference at that frame
-    (the allowance of :func:`sim.physics.self_penetration`)."""
-    from ..collision import capsule_penetration
-
-    pairs = np.array(sorted(character.filter_overlap_m), dtype=np.int32).reshape(-1, 2)
-    static = np.array([character.filter_overlap_m[tuple(p)] for p in pairs.tolist()])
-    frames = np.minimum(np.arange(frame_count), len(ref_pos) - 1)
-    a, b = character.capsule_world(np.asarray(ref_pos, np.float64)[frames], np.asarray(ref_rot, np.float64)[frames])
-    depth, _ = capsule_penetration(a, b, character.capsule_radii, pairs)
-    return pairs, np.maximum(depth, static[None])
-
-
 def build_newton_builder(character: PhysicsCharacter, solver: SolverConfig, contact: ContactConfig):
     """A ``newton.ModelBuilder`` holding one copy of the character (no ground), bodies in character order.
 
@@ -310,7 +293,9 @@ class CharacterSimulation:
             self._contact_band = float(self.contact_cfg.ground_height_m + 0.01 * character.height)
             self._self_pen = None
             if w["self_penetration"] > 0.0 and character.filter_overlap_m:
-                pairs, allowance = filtered_pair_allowance(character, pos, rot, self.frame_count)
+                from .metrics import filtered_pair_allowance
+
+                pairs, allowance = filtered_pair_allowance(character, self.frame_count, pos, rot)
                 self._self_pen = (
                     wp.array(pairs, dtype=wp.int32, device=self.device),
                     wp.array(allowance.astype(np.float32), dtype=wp.float32, device=self.device),

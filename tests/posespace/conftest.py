@@ -65,19 +65,10 @@ def stick_walk(rig: sim.Rig, frames: int = 60, phase: float = 0.0, amplitude: fl
 
 
 def numpy_fk(rig: sim.Rig, motion: sim.Motion) -> np.ndarray:
-    """World joint positions [m] (F, J, 3) by composing the local transforms in NumPy (a reference independent of
-    the Warp kinematics): rest translations, the motion's root translation and local rotations."""
-    from sim.rotations import quat_multiply, quat_rotate
+    """World joint positions [m] (F, J, 3) by the NumPy FK reference (independent of the Warp kinematics)."""
+    from sim._reference import fk_reference
 
-    frames = motion.frame_count
-    pos = np.zeros((frames, rig.joint_count, 3))
-    rot = np.zeros((frames, rig.joint_count, 4))
-    pos[:, 0], rot[:, 0] = motion.root_translations, motion.rotations[:, 0]
-    for j in range(1, rig.joint_count):
-        p = rig.parents[j]
-        pos[:, j] = pos[:, p] + quat_rotate(rot[:, p], np.broadcast_to(rig.rest_translations[j], (frames, 3)))
-        rot[:, j] = quat_multiply(rot[:, p], motion.rotations[:, j])
-    return pos
+    return fk_reference(rig.parents, motion.local_translations(rig), motion.rotations)[..., :3, 3]
 
 
 def hips_at_origin(rig: sim.Rig) -> sim.Rig:

@@ -129,7 +129,7 @@ def test_self_penetration_cost_kernel_matches_the_metric(table):
     import warp as wp
 
     from sim.physics import _tracking_kernels as K
-    from sim.physics.newton_model import filtered_pair_allowance
+    from sim.physics.metrics import filtered_pair_allowance
 
     ch = dataclasses.replace(table)
     torso, lower = ch.body_names.index("torso"), ch.body_names.index("leg0_lower")
@@ -137,7 +137,7 @@ def test_self_penetration_cost_kernel_matches_the_metric(table):
     ch.filter_overlap_m = {(torso, lower): 0.01}
     ref_pos = np.repeat(ch.reference_body_pos[None], 2, 0)
     ref_rot = np.repeat(ch.reference_body_rot[None], 2, 0)
-    pairs, allowance = filtered_pair_allowance(ch, ref_pos, ref_rot, 2)
+    pairs, allowance = filtered_pair_allowance(ch, 2, ref_pos, ref_rot)
     assert pairs.tolist() == [[torso, lower]] and np.all(allowance >= 0.01)
     worlds = []  # world 0 at the reference, worlds 1-2 with the lower leg pushed into the torso
     for lift in (0.0, 0.75, 0.95):
