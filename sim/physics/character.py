@@ -32,6 +32,7 @@ from ..rotations import (
     quat_to_matrix,
 )
 from ._capsules import Capsule, capsule_mass_properties, fit_capsule, fit_sole_capsule, segment_distance
+from ._mesh_volume import enclosed_volume
 from .config import CharacterConfig
 
 __all__ = [
@@ -481,8 +482,20 @@ def build_character(rig: Rig, motion: Motion | None = None, cfg: CharacterConfig
             if key.lower() in name:
                 rel[b] *= float(factor)
     density = cfg.density_kg_m3
+    capsule_volume = np.array([c.volume() for c in capsules])
     if cfg.total_mass_kg is not None:
-        density = cfg.total_mass_kg / sum(r * c.volume() for r, c in zip(rel, capsules))
+        density = cfg.total_mass_kg / float((rel * capsule_volume).sum())
+    elif cfg.mass_from == "mesh" and rig.meshes and sum(m.vertex_count for m in rig.meshes):
+        mesh_volume = enclosed_volume(mesh.points, mesh.triangles)
+        if mesh_volume is None:
+            notes.append("skinned mesh is not closed: mass from the colliders' volume")
+        else:
+            # the capsules overlap at the joints and bulge past the skin: fill the skin's volume instead
+            density *= mesh_volume / float(capsule_volume.sum())
+            notes.append(
+                f"mass from the skin's enclosed volume, {mesh_volume * 1e3:.4g} L (the capsules hold "
+                f"{capsule_volume.sum() * 1e3:.4g} L)"
+            )
     props = [capsule_mass_properties(c, density * r) for r, c in zip(rel, capsules)]
     body_mass = np.array([p[0] for p in props])
     body_com = np.stack([p[1] for p in props])

@@ -20,7 +20,7 @@ from sim.physics import (
     scale_rig,
 )
 from sim.physics._capsules import Capsule, capsule_mass_properties, fit_capsule
-from sim.rotations import axis_angle_to_quat, quat_multiply, quat_normalize
+from sim.rotations import axis_angle_to_quat, quat_identity, quat_multiply, quat_normalize
 
 ROT_TOL = 1e-9
 POS_TOL = 1e-9
@@ -80,6 +80,50 @@ def test_bodies_merge_leaf_bones_and_mass_from_density():
     # the four feet are the ground-contact bodies; parent/child pairs never collide
     assert [names[b] for b in np.flatnonzero(ch.support_body)] == [f"leg{i}_foot" for i in range(4)]
     assert set(ch.adjacent_pairs()) <= set(ch.collision_filter_pairs)
+
+
+def _skinned_box(extents, open_face: bool = False) -> sim.Rig:
+    """A two-joint rig skinned to a closed box mesh (split at every face, as glTF splits UV seams; with
+    ``open_face`` one face is missing), the joints at the box's x quarter points."""
+    import trimesh
+
+    box = trimesh.creation.box(extents)
+    for _ in range(3):
+        box = box.subdivide()
+    faces = np.asarray(box.faces)
+    if open_face:  # drop the +z face
+        faces = faces[~np.all(box.vertices[faces][..., 2] > extents[2] / 2 - 1e-9, axis=1)]
+    points = np.asarray(box.vertices)[faces].reshape(-1, 3)  # every triangle gets its own three vertices
+    triangles = np.arange(len(points)).reshape(-1, 3)
+    points = points + np.array([0.0, 0.0, extents[2] / 2])
+    owner = (points[:, 0] > 0.0).astype(np.int64)
+    mesh = sim.SkinnedMesh("box", points, triangles, owner[:, None], np.ones((len(points), 1)), joint_count=2)
+    rest_t = np.array([[-extents[0] / 4, 0.0, extents[2] / 2], [extents[0] / 2, 0.0, 0.0]])
+    return sim.Rig(["a", "b"], [-1, 0], rest_t, quat_identity((2,)), None, [mesh], name="box")
+
+
+def test_mass_fills_the_skins_enclosed_volume():
+    """The default mass is density x the volume the skin encloses (the box's exact volume, although its seams
+    split every vertex), shared in proportion to the capsules; the capsules themselves, which overlap and bulge
+    past the skin, hold more. An open skin falls back to the capsules' volume, with a note."""
+    extents = (0.6, 0.1, 0.1)
+    rig = _skinned_box(extents)
+    ch = build_character(rig, cfg=CharacterConfig(density_kg_m3=900.0))
+    np.testing.assert_allclose(ch.total_mass, 900.0 * np.prod(extents), rtol=MASS_RTOL)
+    capsule_volume = np.array([c.volume() for c in ch.capsules])
+    np.testing.assert_allclose(ch.body_mass / ch.total_mass, capsule_volume / capsule_volume.sum(), rtol=MASS_RTOL)
+    assert any("enclosed volume" in n for n in ch.notes), ch.notes
+    colliders = build_character(rig, cfg=CharacterConfig(density_kg_m3=900.0, mass_from="colliders"))
+    np.testing.assert_allclose(colliders.total_mass, 900.0 * capsule_volume.sum(), rtol=MASS_RTOL)
+    assert colliders.total_mass > 1.2 * ch.total_mass  # the capsules overstate the body's volume
+    fixed = build_character(rig, cfg=CharacterConfig(total_mass_kg=3.0))  # a given total mass wins
+    np.testing.assert_allclose(fixed.total_mass, 3.0, rtol=MASS_RTOL)
+    open_skin = build_character(_skinned_box(extents, open_face=True), cfg=CharacterConfig(density_kg_m3=900.0))
+    open_volume = sum(c.volume() for c in open_skin.capsules)
+    np.testing.assert_allclose(open_skin.total_mass, 900.0 * open_volume, rtol=MASS_RTOL)
+    assert any("not closed" in n for n in open_skin.notes), open_skin.notes
+    with pytest.raises(ValueError, match=r"CharacterConfig\.mass_from: must be 'mesh' or 'colliders'"):
+        CharacterConfig(mass_from="skin").check()
 
 
 def test_fast_clips_are_resampled_to_the_frame_rate_cap():
