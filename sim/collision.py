@@ -39,6 +39,32 @@ def _check(name: str, arr, dtype, shape: tuple[int | None, ...]) -> None:
         raise ValueError(f"{name}: expected shape {shape}, got {arr.shape}")
 
 
+def _finite_scalar(name: str, value) -> float:
+    """``value`` as a finite float; TypeError (not a number) or ValueError (NaN, inf) naming ``name``."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: expected a real number, got {type(value).__name__}") from None
+    if not np.isfinite(x):
+        raise ValueError(f"{name}: must be finite, got {x}")
+    return x
+
+
+def _check_pair_indices(pairs: np.ndarray, capsule_count: int) -> None:
+    """Raises ValueError unless every capsule index in ``pairs`` (P, 2) lies in ``[0, capsule_count)``.
+
+    The kernels index the segment arrays with these values unchecked: an index outside the range reads arbitrary
+    memory (garbage penalties or a crash), so every public entry point checks them on the host first.
+    """
+    if pairs.size == 0:
+        return
+    bad = (pairs < 0) | (pairs >= capsule_count)
+    if bad.any():
+        k = int(np.flatnonzero(bad.any(axis=-1))[0])
+        i, j = (int(v) for v in pairs[k])
+        raise ValueError(f"pairs: capsule index out of range [0, {capsule_count}): pair {k} is ({i}, {j})")
+
+
 def ground_penetration_penalty(
     points: wp.array,
     ground_height: float = 0.0,
@@ -58,6 +84,7 @@ def ground_penetration_penalty(
     """
     init_warp()
     _check("points", points, wp.vec3d, (None, None))
+    ground_height = _finite_scalar("ground_height", ground_height)
     F, V = points.shape
     dev = points.device
     grad = points.requires_grad
@@ -94,13 +121,32 @@ def capsule_penetration_penalty(
     Args:
         seg_a, seg_b: world segment ends of each capsule [m], shape (F, N), dtype vec3d.
         radii: capsule radii [m], shape (N,), float64.
-        pairs: the capsule pairs to test (i, j), shape (P, 2), int32 (e.g. non-adjacent bodies).
+        pairs: the capsule pairs to test (i, j), shape (P, 2), int32 (e.g. non-adjacent bodies), indices in
+            ``[0, N)``: checked on the host (one copy of ``pairs`` from the device per call; skipped while a CUDA
+            graph is being captured, where no copy is possible).
         depth_out: optional output (F, P) float64, zeroed here.
         penalty_out: optional output (F,) float64, zeroed here.
 
     Returns:
         Overlap depth per frame and pair [m] (F, P) and the per-frame penalty sum(depth^2) [m^2] (F,).
+
+    Raises:
+        TypeError, ValueError: on arrays of the wrong type, dtype or shape, or pair indices out of range.
     """
+    return _capsule_penalty(seg_a, seg_b, radii, pairs, depth_out, penalty_out, check_indices=True)
+
+
+def _capsule_penalty(
+    seg_a: wp.array,
+    seg_b: wp.array,
+    radii: wp.array,
+    pairs: wp.array,
+    depth_out: wp.array | None,
+    penalty_out: wp.array | None,
+    check_indices: bool,
+) -> tuple[wp.array, wp.array]:
+    """:func:`capsule_penetration_penalty`; ``check_indices=False`` for callers that checked the pair indices on
+    the host already (:mod:`sim.collision_torch`)."""
     init_warp()
     _check("seg_a", seg_a, wp.vec3d, (None, None))
     F, N = seg_a.shape
@@ -108,6 +154,8 @@ def capsule_penetration_penalty(
     _check("radii", radii, wp.float64, (N,))
     _check("pairs", pairs, wp.int32, (None, 2))
     P = pairs.shape[0]
+    if check_indices and P and not wp.get_device(pairs.device).is_capturing:
+        _check_pair_indices(pairs.numpy(), N)
     dev = seg_a.device
     grad = seg_a.requires_grad or seg_b.requires_grad or radii.requires_grad
     if depth_out is None:
@@ -132,12 +180,37 @@ def capsule_penetration_penalty(
 
 
 def _np_points(name: str, x) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64)
+    """``x`` as a contiguous float64 (F, N, 3) array of finite values, or ValueError naming ``name``."""
+    try:
+        x = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{name}: expected an array of points [m], shape (F, N, 3) or (N, 3) ({e})") from None
     if x.ndim == 2:
         x = x[None]
     if x.ndim != 3 or x.shape[-1] != 3:
         raise ValueError(f"{name}: expected shape (F, N, 3) or (N, 3), got {x.shape}")
+    _np_finite(name, x)
     return np.ascontiguousarray(x)
+
+
+def _np_finite(name: str, x: np.ndarray) -> None:
+    if not np.all(np.isfinite(x)):
+        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(x))[0])
+        raise ValueError(f"{name}: non-finite value at index {bad}")
+
+
+def _np_pairs(pairs, capsule_count: int) -> np.ndarray:
+    """``pairs`` as a contiguous int32 (P, 2) array of indices in ``[0, capsule_count)``."""
+    pr = np.asarray(pairs)
+    if pr.size == 0:
+        return np.zeros((0, 2), dtype=np.int32)
+    if pr.dtype.kind not in "iu":
+        raise ValueError(f"pairs: expected integer capsule indices, got dtype {pr.dtype}")
+    if pr.ndim not in (1, 2) or pr.shape[-1] != 2:
+        raise ValueError(f"pairs: expected shape (P, 2), got {pr.shape}")
+    pr = pr.reshape(-1, 2)
+    _check_pair_indices(pr, capsule_count)  # before the int32 cast, which would wrap huge values into range
+    return np.ascontiguousarray(pr, dtype=np.int32)
 
 
 def ground_penetration(points, ground_height: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
@@ -146,9 +219,14 @@ def ground_penetration(points, ground_height: float = 0.0) -> tuple[np.ndarray, 
     Args:
         points: world points [m], shape (F, V, 3) or (V, 3).
         ground_height: ground plane height [m].
+
+    Raises:
+        ValueError: on a wrong shape or a non-finite point or ground height (a NaN point would count as above
+            the ground).
     """
     init_warp()
     p = _np_points("points", points)
+    ground_height = _finite_scalar("ground_height", ground_height)
     depth, pen = ground_penetration_penalty(wp.array(p, dtype=wp.vec3d, device="cpu"), ground_height)
     return depth.numpy().copy(), pen.numpy().copy()
 
@@ -158,30 +236,44 @@ def capsule_penetration(seg_a, seg_b, radii, pairs) -> tuple[np.ndarray, np.ndar
 
     Args:
         seg_a, seg_b: world segment ends [m], shape (F, N, 3) or (N, 3).
-        radii: capsule radii [m], shape (N,).
-        pairs: capsule index pairs, shape (P, 2).
+        radii: capsule radii [m], shape (N,), finite and >= 0.
+        pairs: capsule index pairs, shape (P, 2), integers in ``[0, N)``.
+
+    Raises:
+        ValueError: on wrong shapes, non-finite coordinates or radii, negative radii, non-integer pairs or pair
+            indices out of range.
     """
     init_warp()
     a, b = _np_points("seg_a", seg_a), _np_points("seg_b", seg_b)
     if a.shape != b.shape:
         raise ValueError(f"seg_b: expected shape {a.shape}, got {b.shape}")
-    r = np.asarray(radii, dtype=np.float64).reshape(-1)
+    try:
+        r = np.asarray(radii, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"radii: expected an array of capsule radii [m], shape (N,) ({e})") from None
     if len(r) != a.shape[1]:
         raise ValueError(f"radii: expected {a.shape[1]} radii, got {len(r)}")
-    pr = np.asarray(pairs, dtype=np.int32).reshape(-1, 2)
-    if pr.size and (pr.min() < 0 or pr.max() >= a.shape[1]):
-        raise ValueError(f"pairs: capsule index out of range [0, {a.shape[1]})")
-    depth, pen = capsule_penetration_penalty(
+    _np_finite("radii", r)
+    if (r < 0).any():
+        raise ValueError(f"radii: must be >= 0, got {r.min()} at index {int(np.argmin(r))}")
+    pr = _np_pairs(pairs, a.shape[1])
+    depth, pen = _capsule_penalty(
         wp.array(a, dtype=wp.vec3d, device="cpu"),
         wp.array(b, dtype=wp.vec3d, device="cpu"),
         wp.array(r, dtype=wp.float64, device="cpu"),
         wp.array(pr, dtype=wp.int32, device="cpu"),
+        None,
+        None,
+        check_indices=False,
     )
     return depth.numpy().copy(), pen.numpy().copy()
 
 
 def max_capsule_penetration(seg_a, seg_b, radii, pairs) -> tuple[float, int, int]:
-    """Deepest capsule overlap [m] over frames and pairs, with its frame and pair index (-1, -1 when none)."""
+    """Deepest capsule overlap [m] over frames and pairs, with its frame and pair index (-1, -1 when none).
+
+    Arguments and errors as :func:`capsule_penetration`.
+    """
     depth, _ = capsule_penetration(seg_a, seg_b, radii, pairs)
     if depth.size == 0 or depth.max() <= 0.0:
         return 0.0, -1, -1

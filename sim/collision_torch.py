@@ -12,7 +12,8 @@ import torch
 import warp as wp
 
 from ._warp_setup import init_warp
-from .collision import capsule_penetration_penalty as _capsule_wp
+from .collision import _capsule_penalty as _capsule_wp
+from .collision import _check_pair_indices, _finite_scalar
 from .collision import ground_penetration_penalty as _ground_wp
 
 __all__ = ["capsule_penetration_penalty", "ground_penetration_penalty"]
@@ -53,7 +54,7 @@ class _CapsulePenalty(torch.autograd.Function):
         pr = wp.from_torch(pairs.detach().to(device=seg_a.device, dtype=torch.int32).contiguous().reshape(-1, 2))
         tape = wp.Tape()
         with tape:
-            _, pen = _capsule_wp(a, b, r, pr)
+            _, pen = _capsule_wp(a, b, r, pr, None, None, check_indices=False)  # checked on the host by the caller
         ctx.saved = (tape, a, b, r, pen)
         ctx.dtypes = (seg_a.dtype, seg_b.dtype, radii.dtype)
         ctx.radii_device = radii.device
@@ -73,6 +74,40 @@ class _CapsulePenalty(torch.autograd.Function):
         return (*out, None)
 
 
+def _type_name(x) -> str:
+    t = type(x)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__.split('.')[0]}.{t.__qualname__}"
+
+
+def _float_tensor(name: str, x, shape: str) -> None:
+    """TypeError unless ``x`` is a floating-point torch.Tensor (``shape`` describes the expected shape)."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(
+            f"{name}: expected a floating-point torch.Tensor of shape {shape}, got {_type_name(x)} "
+            "(convert with torch.as_tensor)"
+        )
+    if not x.is_floating_point():
+        raise TypeError(f"{name}: expected a floating-point torch.Tensor of shape {shape}, got dtype {x.dtype}")
+
+
+def _checked_pairs(pairs, capsule_count: int) -> torch.Tensor:
+    """``pairs`` as an int32 (P, 2) tensor on its own device, its indices checked on the host to lie in
+    ``[0, capsule_count)`` (the kernel indexes the segments with them unchecked)."""
+    if not isinstance(pairs, torch.Tensor):
+        raise TypeError(
+            f"pairs: expected an integer torch.Tensor of shape (P, 2), got {_type_name(pairs)} "
+            "(convert with torch.as_tensor)"
+        )
+    if pairs.numel() == 0:
+        return torch.zeros((0, 2), dtype=torch.int32, device=pairs.device)
+    if pairs.is_floating_point() or pairs.is_complex() or pairs.dtype == torch.bool:
+        raise TypeError(f"pairs: expected an integer torch.Tensor of shape (P, 2), got dtype {pairs.dtype}")
+    if pairs.dim() != 2 or pairs.shape[1] != 2:
+        raise ValueError(f"pairs: expected shape (P, 2), got {tuple(pairs.shape)}")
+    _check_pair_indices(pairs.detach().cpu().numpy(), capsule_count)  # one small copy (and sync) per call
+    return pairs.detach().to(torch.int32)  # safe after the range check (no wrap-around)
+
+
 def ground_penetration_penalty(points: torch.Tensor, ground_height: float = 0.0) -> torch.Tensor:
     """Per-frame ground penalty ``sum_v max(0, h - z)^2`` [m^2].
 
@@ -82,7 +117,13 @@ def ground_penetration_penalty(points: torch.Tensor, ground_height: float = 0.0)
 
     Returns:
         Shape (...) (the leading dimensions of ``points``).
+
+    Raises:
+        TypeError: ``points`` is not a floating-point tensor, ``ground_height`` not a number.
+        ValueError: on a wrong shape or a non-finite ``ground_height``.
     """
+    _float_tensor("points", points, "(..., V, 3)")
+    ground_height = _finite_scalar("ground_height", ground_height)
     if points.shape[-1] != 3 or points.dim() < 2:
         raise ValueError(f"points: expected shape (..., V, 3), got {tuple(points.shape)}")
     lead = points.shape[:-2]
@@ -98,11 +139,19 @@ def capsule_penetration_penalty(
     Args:
         seg_a, seg_b: world capsule segment ends [m], shape (..., N, 3).
         radii: capsule radii [m], shape (N,).
-        pairs: capsule index pairs to test, shape (P, 2), integer.
+        pairs: capsule index pairs to test, shape (P, 2), an integer tensor (any device) with indices in
+            ``[0, N)``; checked on the host, one copy of ``pairs`` per call.
 
     Returns:
         Shape (...).
+
+    Raises:
+        TypeError: an argument is not a tensor, or of the wrong kind of dtype.
+        ValueError: on wrong shapes or pair indices out of range.
     """
+    _float_tensor("seg_a", seg_a, "(..., N, 3)")
+    _float_tensor("seg_b", seg_b, "(..., N, 3)")
+    _float_tensor("radii", radii, "(N,)")
     if seg_a.shape != seg_b.shape or seg_a.shape[-1] != 3 or seg_a.dim() < 2:
         raise ValueError(
             f"seg_a/seg_b: expected equal shapes (..., N, 3), got {tuple(seg_a.shape)}, {tuple(seg_b.shape)}"
@@ -111,5 +160,6 @@ def capsule_penetration_penalty(
         raise ValueError(f"radii: expected shape ({seg_a.shape[-2]},), got {tuple(radii.shape)}")
     lead = seg_a.shape[:-2]
     n = seg_a.shape[-2]
+    pairs = _checked_pairs(pairs, n)
     out = _CapsulePenalty.apply(seg_a.reshape(-1, n, 3), seg_b.reshape(-1, n, 3), radii, pairs)
     return out.reshape(lead)

@@ -16,7 +16,7 @@ import warp as wp
 from . import _kinematics_kernels as K
 from ._warp_setup import init_warp
 from .motion import Motion
-from .rig import Rig, SkinnedMesh
+from .rig import Rig, RigError, SkinnedMesh
 
 __all__ = ["RigArrays", "forward_kinematics", "pose_motion", "skin", "skin_motion"]
 
@@ -26,6 +26,42 @@ _TYPES = {
     "float32": (np.float32, wp.float32, wp.vec3f, wp.quatf, wp.transformf, wp.mat33f),
     "float64": (np.float64, wp.float64, wp.vec3d, wp.quatd, wp.transformd, wp.mat33d),
 }
+
+
+def _type_name(x) -> str:
+    """``package.Class`` of ``x`` (``sim.Rig``, ``usd_io.Asset``, ``numpy.ndarray``; builtins bare)."""
+    t = type(x)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__.split('.')[0]}.{t.__qualname__}"
+
+
+def _require_rig(rig, name: str = "rig") -> None:
+    """TypeError unless ``rig`` is a :class:`sim.Rig`, with a hint for the usual mix-ups (an asset, swapped
+    arguments)."""
+    if isinstance(rig, Rig):
+        return
+    hint = ""
+    if isinstance(getattr(rig, "rig", None), Rig):
+        hint = " (use asset.rig)"
+    elif isinstance(rig, Motion):
+        hint = " (the rig comes first, then the motion)"
+    raise TypeError(f"{name}: expected sim.Rig, got {_type_name(rig)}{hint}")
+
+
+def _require_motion(motion, name: str = "motion") -> None:
+    """TypeError unless ``motion`` is a :class:`sim.Motion`."""
+    if isinstance(motion, Motion):
+        return
+    hint = ""
+    if callable(getattr(motion, "clip", None)):
+        hint = " (use asset.clip(name))"
+    elif isinstance(motion, Rig):
+        hint = " (the rig comes first, then the motion)"
+    raise TypeError(f"{name}: expected sim.Motion, got {_type_name(motion)}{hint}")
+
+
+def _require_arrays(arrays) -> None:
+    if not isinstance(arrays, RigArrays):
+        raise TypeError(f"arrays: expected sim.RigArrays (built with RigArrays(rig, ...)), got {_type_name(arrays)}")
 
 
 class RigArrays:
@@ -53,8 +89,15 @@ class RigArrays:
             device: Warp device (default: Warp's default device).
             precision: scalar type of poses and outputs.
             mesh: the mesh to skin: ``"merged"`` (all of the rig's meshes), a given mesh, or None for FK only.
+                A given mesh need not be one of ``rig.meshes`` (extra meshes bound to the same skeleton are
+                fine), but its influence joint indices must lie in ``[0, rig.joint_count)``.
+
+        Raises:
+            TypeError: ``rig`` is not a :class:`sim.Rig` or ``mesh`` not a mesh, ``"merged"`` or None.
+            RigError: the mesh's influence joint indices do not fit the rig (a mesh of another rig).
         """
         init_warp()
+        _require_rig(rig)
         if precision not in _TYPES:
             raise ValueError(f"precision must be 'float32' or 'float64', got {precision!r}")
         self.rig = rig
@@ -73,6 +116,15 @@ class RigArrays:
             if mesh != "merged":
                 raise ValueError(f"mesh must be a SkinnedMesh, 'merged' or None, got {mesh!r}")
             mesh = rig.merged_mesh() if rig.meshes else None
+        elif mesh is not None and not isinstance(mesh, SkinnedMesh):
+            raise TypeError(f"mesh: expected sim.SkinnedMesh, 'merged' or None, got {_type_name(mesh)}")
+        if mesh is not None and mesh.influence_joints.size:
+            lo, hi = int(mesh.influence_joints.min()), int(mesh.influence_joints.max())
+            if lo < 0 or hi >= rig.joint_count:
+                raise RigError(
+                    f"mesh {mesh.name!r} influence_joints: joint index {hi if hi >= rig.joint_count else lo} out of "
+                    f"range [0, {rig.joint_count}) of rig {rig.name!r} (is the mesh bound to another rig?)"
+                )
         self.mesh = mesh
         if mesh is None:
             self.vertex_count = self.influence_count = 0
@@ -128,6 +180,7 @@ def forward_kinematics(
     Returns:
         World transforms ``(p, q)`` per pose and joint, shape (N, J).
     """
+    _require_arrays(arrays)
     J, dev = arrays.joint_count, arrays.device
     _check("local_translations", local_translations, arrays.vec3, (None, J), dev)
     n = local_translations.shape[0]
@@ -166,6 +219,7 @@ def skin(
     Returns:
         Skinned points [m] and unit normals, each shape (N, V), vec3.
     """
+    _require_arrays(arrays)
     if arrays.mesh is None:
         raise ValueError(f"rig {arrays.rig.name!r} has no skinned mesh to skin")
     J, V, dev = arrays.joint_count, arrays.vertex_count, arrays.device
@@ -218,6 +272,7 @@ def skin(
 
 
 def _motion_arrays(arrays: RigArrays, motion: Motion) -> tuple[wp.array, wp.array]:
+    _require_motion(motion)
     motion.check_rig(arrays.rig)
     t = arrays.local_translations(motion.root_translations, motion.translations)
     q = motion.rotations.astype(arrays.np_dtype)
@@ -230,7 +285,14 @@ def _motion_arrays(arrays: RigArrays, motion: Motion) -> tuple[wp.array, wp.arra
 def pose_motion(
     rig: Rig, motion: Motion, device: str | None = None, precision: Precision = "float64"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """World joint positions [m] (F, J, 3) and rotations [quat xyzw] (F, J, 4) of every frame of ``motion``."""
+    """World joint positions [m] (F, J, 3) and rotations [quat xyzw] (F, J, 4) of every frame of ``motion``.
+
+    Raises:
+        TypeError: ``rig`` is not a :class:`sim.Rig` or ``motion`` not a :class:`sim.Motion`.
+        RigError: the motion does not fit the rig.
+    """
+    _require_rig(rig)
+    _require_motion(motion)
     arrays = RigArrays(rig, device, precision, mesh=None)
     world = forward_kinematics(arrays, *_motion_arrays(arrays, motion)).numpy().astype(np.float64)
     return world[..., :3].copy(), world[..., 3:].copy()
@@ -243,7 +305,14 @@ def skin_motion(
     precision: Precision = "float64",
     mesh: SkinnedMesh | Literal["merged"] = "merged",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Skinned points [m] and normals of the rig's (merged, or the given) mesh, each shape (F, V, 3)."""
+    """Skinned points [m] and normals of the rig's (merged, or the given) mesh, each shape (F, V, 3).
+
+    Raises:
+        TypeError: ``rig`` is not a :class:`sim.Rig`, ``motion`` not a :class:`sim.Motion`, ``mesh`` not a mesh.
+        RigError: the motion does not fit the rig, or the mesh's influence joints do not (see :class:`RigArrays`).
+    """
+    _require_rig(rig)
+    _require_motion(motion)
     arrays = RigArrays(rig, device, precision, mesh=mesh)
     world = forward_kinematics(arrays, *_motion_arrays(arrays, motion))
     points, normals = skin(arrays, world)

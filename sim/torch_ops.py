@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import warp as wp
 
-from .kinematics import RigArrays, forward_kinematics, skin
+from .kinematics import RigArrays, _require_rig, _type_name, forward_kinematics, skin
 from .rig import Rig
 
 __all__ = [
@@ -212,6 +212,18 @@ class TorchRig:
     """
 
     def __init__(self, rig: Rig, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32):
+        """Uploads the rig.
+
+        Args:
+            rig: the rig (a :class:`sim.Rig`; for a loaded asset pass ``asset.rig``).
+            device: torch device of the inputs and outputs.
+            dtype: ``torch.float32`` or ``torch.float64``.
+
+        Raises:
+            TypeError: ``rig`` is not a :class:`sim.Rig`.
+            ValueError: on another dtype.
+        """
+        _require_rig(rig)
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
         self.rig = rig
@@ -233,6 +245,11 @@ class TorchRig:
         return self.arrays.vertex_count
 
     def _check(self, name: str, x: torch.Tensor, tail: tuple[int, ...]) -> None:
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(
+                f"{name}: expected a torch.Tensor of shape (..., {', '.join(map(str, tail))}) ({self.dtype} on "
+                f"{self.device}), got {_type_name(x)} (convert with torch.as_tensor(x, dtype=..., device=...))"
+            )
         if x.shape[x.dim() - len(tail) :] != tail:
             raise ValueError(f"{name}: expected shape (..., {', '.join(map(str, tail))}), got {tuple(x.shape)}")
         if x.dtype != self.dtype or not _same_device(x.device, self.device):
@@ -254,6 +271,10 @@ class TorchRig:
 
         Returns:
             World transforms, shape (..., J, 7): position [m] then rotation [quat xyzw].
+
+        Raises:
+            TypeError: an input is not a torch.Tensor.
+            ValueError: on a wrong shape, dtype or device.
         """
         J = self.joint_count
         self._check("rotations", rotations, (J, 4))
@@ -272,7 +293,12 @@ class TorchRig:
         return world.reshape(*batch, J, 7)
 
     def skin(self, world: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Skinned mesh points [m] and unit normals from world transforms (..., J, 7); each (..., V, 3)."""
+        """Skinned mesh points [m] and unit normals from world transforms (..., J, 7); each (..., V, 3).
+
+        Raises:
+            TypeError: ``world`` is not a torch.Tensor.
+            ValueError: on a wrong shape, dtype or device, or a rig without a mesh.
+        """
         self._check("world", world, (self.joint_count, 7))
         batch = world.shape[:-2]
         points, normals = _Skin.apply(self.arrays, world.reshape(-1, self.joint_count, 7))
