@@ -388,8 +388,8 @@ class Distiller:
         else:
             if ckpt.is_file() and not overwrite:
                 raise ResumeError(
-                    f"{ckpt}: the folder holds an earlier run's checkpoint; continue it with --resume, or choose "
-                    "another --output (--overwrite starts afresh here)"
+                    f"{ckpt}: the folder holds an earlier run's checkpoint; continue it with --resume (resume=True), "
+                    "start afresh here with --overwrite (overwrite=True), or choose another output folder"
                 )
             clear_derived_outputs(out, checkpoint=True, extra=stale)  # an earlier run's must not pass for this one's
         with atomic_output(out / "config.json") as tmp:

@@ -12,8 +12,10 @@
 #       --rig ../shared/assets/gltf/Fox.glb --a Run:0 --b Survey:40 --steps 30 --output out/interp.usda
 #   .venv/bin/python examples/posespace.py evaluate --checkpoint runs/posespace/posespace.pt --output out/eval
 #
-# Exit status: 0 on success, 1 when training diverges (the last good checkpoint is kept), 2 on bad input (one line
-# naming the file and the problem), 130 on Ctrl-C (train names the checkpoint to --resume from).
+# train refuses an --output folder holding an earlier run (checkpoint.pt or posespace.pt): --resume continues it,
+# --overwrite starts afresh there.
+# Exit status: 0 on success, 1 when training diverges (the last good checkpoint is kept), 2 on bad input or a refused
+# folder (one line naming the file and the problem), 130 on Ctrl-C (train names the checkpoint to --resume from).
 """Pose space: train | sample | ik | interpolate | evaluate (see the banner above)."""
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ skeleton on its training poses, and optimizes the denoiser. Run it in plain Pyth
 ``accelerate launch`` (multi-GPU / multi-node): every process draws its own random batches (seed + rank), the
 model and optimizer are wrapped by :class:`accelerate.Accelerator` (gradients all-reduced), and only the main
 process shows a progress bar and writes checkpoints. A checkpoint holds the EMA weights as a loadable
-:class:`PoseSpace` plus the raw weights, optimizer state and step, so ``resume=True`` continues a run.
+:class:`PoseSpace` plus the raw weights, optimizer state and step, so ``resume=True`` continues a run. A folder
+holding an earlier run is refused unless the run resumes it or ``overwrite=True`` starts afresh there. Training
+draws from torch's default generators seeded with ``seed`` and restores the caller's random state afterwards.
 """
 
 from __future__ import annotations
@@ -75,6 +77,10 @@ class TrainConfig:
     """Steps between checkpoints."""
     resume: bool = False
     """Continue from OUTPUT/checkpoint.pt when it exists."""
+    overwrite: bool = False
+    """Start afresh where OUTPUT holds an earlier run (its checkpoint.pt, posespace.pt and train_log.json are
+    removed once the data has loaded); without it, such a folder is refused unless resume continues its checkpoint.
+    Given with resume, an existing checkpoint is continued."""
     seed: int = 0
     """Random seed."""
     threads: int | None = 1
@@ -147,6 +153,13 @@ def train(cfg: TrainConfig, pose_set: PoseSet | None = None) -> PoseSpace:
 
     Returns:
         The trained pose space; also written to ``cfg.output / "posespace.pt"``.
+
+    Raises:
+        ValueError: a setting out of range (naming the field), no training poses, a checkpoint that cannot be
+            resumed, or ``cfg.output`` holding an earlier run (checkpoint.pt or posespace.pt) while neither
+            ``cfg.resume`` (with a checkpoint) nor ``cfg.overwrite`` is set; nothing is written then.
+        KeyError: held-out names that match no clip.
+        FloatingPointError: training diverged (the last good checkpoint is kept).
     """
     cfg.check()
     threads = torch.get_num_threads()
@@ -188,21 +201,52 @@ def _read_resume_state(path: Path, cfg: TrainConfig, clips: list[str], data_give
     return state
 
 
+RUN_FILES = ("checkpoint.pt", "posespace.pt", "train_log.json")
+"""What a run writes besides config.json; a fresh start with ``overwrite`` removes an earlier run's (an
+interrupted new run must not leave the old model beside its own config)."""
+
+
+def _refuse_earlier_run(out: Path, cfg: TrainConfig) -> None:
+    """ValueError naming ``out`` when it holds an earlier run that ``cfg`` would silently replace."""
+    if cfg.overwrite or (cfg.resume and (out / "checkpoint.pt").is_file()):
+        return
+    earlier = [name for name in RUN_FILES[:2] if (out / name).is_file()]
+    if not earlier:  # an empty folder, or one whose run stopped before its first checkpoint
+        return
+    if cfg.resume:  # asked to resume, but there is only a finished model
+        raise ValueError(f"{out}: holds a finished pose space (posespace.pt) but no checkpoint.pt to resume from; "
+                         "start afresh with overwrite=True (--overwrite), or choose another output folder")  # fmt: skip
+    raise ValueError(f"{out}: holds an earlier run ({', '.join(earlier)}); continue it with resume=True (--resume), "
+                     "start afresh with overwrite=True (--overwrite), or choose another output folder")  # fmt: skip
+
+
 def _all_finite(*modules: torch.nn.Module) -> bool:
     return all(bool(torch.isfinite(p).all()) for m in modules for p in m.parameters())
 
 
 def _train(cfg: TrainConfig, pose_set: PoseSet | None) -> PoseSpace:
     from accelerate import Accelerator
+
+    acc = Accelerator(cpu=not torch.cuda.is_available())
+    device = torch.device("cpu") if acc.device.type == "cpu" else acc.device
+    # the run draws from torch's default generators seeded with cfg.seed; the caller's random state (CPU and the
+    # CUDA device in use) is restored afterwards, so training leaves the process's random streams where they were
+    cuda = [] if device.type != "cuda" else [device.index if device.index is not None else torch.cuda.current_device()]
+    with torch.random.fork_rng(devices=cuda, device_type="cuda"):
+        torch.random.default_generator.manual_seed(cfg.seed)
+        for index in cuda:
+            torch.cuda.default_generators[index].manual_seed(cfg.seed)
+        return _fit(cfg, pose_set, acc, device)
+
+
+def _fit(cfg: TrainConfig, pose_set: PoseSet | None, acc, device: torch.device) -> PoseSpace:
     from tqdm.auto import tqdm
 
     from usd_io import atomic_output, make_folder
 
-    torch.manual_seed(cfg.seed)
-    acc = Accelerator(cpu=not torch.cuda.is_available())
     main = acc.is_main_process
-    device = torch.device("cpu") if acc.device.type == "cpu" else acc.device
     out = Path(cfg.output)
+    _refuse_earlier_run(out, cfg)  # before the data loads: a rerun must not cost the earlier run
     if pose_set is None and not cfg.data:
         raise ValueError("TrainConfig.data: no clip specs given")
     full = pose_set if pose_set is not None else PoseSet.from_specs(cfg.data, cfg.fps)
@@ -219,6 +263,9 @@ def _train(cfg: TrainConfig, pose_set: PoseSet | None) -> PoseSpace:
         resume_state = _read_resume_state(ckpt_path, cfg, clips, pose_set is None)
     if main:  # bad data and a refused resume fail above, before anything is written
         make_folder(out)
+        if resume_state is None:  # a fresh start (refused above unless the folder held no run, or overwrite)
+            for name in RUN_FILES:
+                (out / name).unlink(missing_ok=True)
         with atomic_output(out / "config.json") as tmp:
             tmp.write_text(json.dumps(_jsonable(asdict(cfg)), indent=2))
     scale = data_scale(train_set)

@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,8 +62,9 @@ def audit_asset(
 
     Raises:
         InputError: no such clip, or the asset has none.
+        TypeError: ``config`` or ``limits`` of another class.
     """
-    cfg = (config or AuditConfig()).check()
+    cfg = AuditConfig.checked(config)
     motion = _clip(asset, clip)
     if limits is None:
         rotations = [m.rotations for m in asset.clips.values()]
@@ -144,8 +147,19 @@ class _Resolved:
 def _clip(asset: Asset, clip: str | None) -> Motion:
     try:
         return asset.clip(clip)
-    except KeyError as e:
-        raise InputError(asset.source or asset.rig.name, "clip", str(e.args[0])) from None
+    except KeyError as e:  # its message starts with the source, which InputError puts first already
+        problem = str(e.args[0]).removeprefix(f"{asset.source}: ")
+        raise InputError(asset.source or asset.rig.name, "clip", problem) from None
+
+
+def _threshold(argument: str, value: float | None, optional: bool = True) -> float | None:
+    """``value`` as a float; ValueError naming ``argument`` unless it is a finite number >= 0 (or None when
+    ``optional``): a NaN limit would pass every frame, no comparison with NaN being true."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{argument}: must be a finite number >= 0 [m], got {value!r}")
+    return float(value)
 
 
 def _resolve(source: Source, clip: str | None) -> _Resolved:
@@ -181,16 +195,20 @@ def assert_ground_contact(
         max_penetration_m: allowed depth below the ground [m] (in the rig's units).
         clip: clip name for files/assets (default: the first).
         allow_floating: skip the floating part.
-        config: ground plane and contact settings.
+        config: an :class:`sim.audit.AuditConfig` (its ``.contact`` sets the ground plane and contact band).
 
     Returns:
         The ground-contact metrics (for further assertions).
 
     Raises:
         AssertionError: naming the frames (and times) and the deepest body part.
+        ValueError: ``max_penetration_m`` is not a finite number >= 0.
+        TypeError: ``config`` is not an AuditConfig.
     """
+    max_penetration_m = _threshold("max_penetration_m", max_penetration_m, optional=False)
+    cfg = AuditConfig.checked(config)
     r = _resolve(source, clip)
-    cp = contact_points(r.rig, r.motion, config)
+    cp = contact_points(r.rig, r.motion, cfg)
     g = ground_contact_metrics(cp.points, r.motion.times, cp.contact, size=cp.size, labels=cp.labels,
                                label_count=r.rig.joint_count)  # fmt: skip
     names = r.rig.joint_names
@@ -226,12 +244,15 @@ def assert_no_foot_skate(
         source: a file path, an Asset, or a (rig, motion) pair.
         max_slide_m: allowed net slide per contact [m]; default ``config.slide_rel`` x character size.
         clip: clip name for files/assets.
-        config: contact settings and the default slide threshold.
+        config: an :class:`sim.audit.AuditConfig`: contact settings and the default slide threshold.
 
     Raises:
         AssertionError: naming each failing contact's frames and body part.
+        ValueError: ``max_slide_m`` is not None or a finite number >= 0.
+        TypeError: ``config`` is not an AuditConfig.
     """
-    cfg = config or AuditConfig()  # contact_points checks it
+    max_slide_m = _threshold("max_slide_m", max_slide_m)
+    cfg = AuditConfig.checked(config)
     r = _resolve(source, clip)
     cp = contact_points(r.rig, r.motion, cfg)
     g = ground_contact_metrics(cp.points, r.motion.times, cp.contact, size=cp.size, labels=cp.labels,
@@ -266,13 +287,17 @@ def assert_no_self_intersection(
             ``config.self_intersection_length_rel`` x character size. Pass 0 to allow no intersection at all.
         max_depth_m: also fail when a vertex lies deeper than this inside the body [m].
         clip: clip name for files/assets.
-        config: which face pairs are rest neighbours, default threshold.
+        config: an :class:`sim.audit.AuditConfig`: which face pairs are rest neighbours, default threshold.
 
     Raises:
         AssertionError: naming the failing frames and the joints whose faces intersect.
         InputError: the rig has no mesh.
+        ValueError: ``max_contour_m`` or ``max_depth_m`` is not None or a finite number >= 0.
+        TypeError: ``config`` is not an AuditConfig.
     """
-    cfg = config or AuditConfig()  # contact_points checks it
+    max_contour_m = _threshold("max_contour_m", max_contour_m)
+    max_depth_m = _threshold("max_depth_m", max_depth_m)
+    cfg = AuditConfig.checked(config)
     r = _resolve(source, clip)
     cp = contact_points(r.rig, r.motion, cfg)
     if cp.mesh is None:

@@ -23,7 +23,7 @@ from ..kinematics import pose_motion, skin_motion
 from ..mesh_intersection import MeshSelfIntersection, SelfIntersectionMetrics, face_labels
 from ..motion import Motion
 from ..rig import Rig
-from .config import AuditConfig
+from .config import AuditConfig, _type_error
 from .report import AuditReport, CheckResult, FrameRange
 
 __all__ = ["CHECK_NAMES", "ContactPoints", "audit_motion", "contact_points", "frame_ranges"]
@@ -80,8 +80,12 @@ class ContactPoints:
 
 
 def contact_points(rig: Rig, motion: Motion, config: AuditConfig | None = None, device: str | None = None):
-    """Skins ``motion`` (or poses it, for rigs without a mesh) and returns the points the checks use."""
-    cfg = (config or AuditConfig()).check()
+    """Skins ``motion`` (or poses it, for rigs without a mesh) and returns the points the checks use.
+
+    Raises:
+        TypeError: ``config`` is not an :class:`AuditConfig`.
+    """
+    cfg = AuditConfig.checked(config)
     motion.check_rig(rig)
     joints, _ = pose_motion(rig, motion, device)
     mesh = rig.merged_mesh() if rig.meshes and sum(len(m.triangles) for m in rig.meshes) else None
@@ -116,15 +120,21 @@ def audit_motion(
         rig: the character.
         motion: the clip (its joint count must match the rig).
         config: thresholds (default :class:`AuditConfig`).
-        limits: joint limits; None derives them from the clip itself (robust range plus a margin, so only
-            outlier frames such as flipped joints fail).
+        limits: joint limits (a :class:`sim.contact_metrics.JointLimits`, not the pose space's); None derives them
+            from the clip itself (robust range plus a margin, so only outlier frames such as flipped joints fail).
         source: where the clip came from (for the report).
         device: Warp device.
 
     Returns:
         The report; ``report.passed`` is False when any check fails.
+
+    Raises:
+        TypeError: ``config`` or ``limits`` of another class (naming the argument and the class expected).
+        ValueError: an unusable threshold (naming the config field).
     """
-    cfg = config or AuditConfig()  # contact_points checks it
+    cfg = AuditConfig.checked(config)
+    if limits is not None and not isinstance(limits, JointLimits):
+        raise _type_error("limits", JointLimits, limits)
     cp = contact_points(rig, motion, cfg, device)
     t = motion.times
     F, J = motion.frame_count, rig.joint_count

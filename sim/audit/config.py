@@ -36,6 +36,15 @@ from ..mesh_intersection import SelfIntersectionConfig
 __all__ = ["AuditConfig"]
 
 
+def _type_error(argument: str, expected: type, got: object, path: str | None = None) -> TypeError:
+    """TypeError naming ``argument``, the expected class (``path``: its public path, default its module's) and the
+    class given, each with its module (several modules define a ContactConfig or JointLimits)."""
+    path = path or f"{expected.__module__}.{expected.__qualname__}"
+    given = f"{type(got).__module__}.{type(got).__qualname__}"
+    same = " (another class of the same name)" if type(got).__name__ == expected.__name__ else ""
+    return TypeError(f"{argument}: expected a {path}, got a {given}{same}")
+
+
 @dataclass(frozen=True)
 class AuditConfig:
     """What the audit measures and when a check fails."""
@@ -69,11 +78,30 @@ class AuditConfig:
     max_parts: int = 5
     """Body parts named per failing check, most severe first."""
 
+    @classmethod
+    def checked(cls, config: AuditConfig | None, argument: str = "config") -> AuditConfig:
+        """The config a function runs with: ``config`` checked, or the default when None.
+
+        Raises:
+            TypeError: ``config`` is not an AuditConfig (e.g. a ``ContactConfig``), naming ``argument``.
+            ValueError: see :meth:`check`.
+        """
+        if config is None:
+            return cls().check()
+        if not isinstance(config, AuditConfig):
+            raise _type_error(argument, AuditConfig, config, "sim.audit.AuditConfig")
+        return config.check()
+
     def check(self) -> AuditConfig:
-        """Returns the config; raises ValueError naming the first threshold that is not a usable number.
+        """Returns the config; raises ValueError naming the first threshold that is not a usable number, TypeError
+        naming a nested config of the wrong class (``sim.physics.ContactConfig`` shares a name with
+        :class:`sim.contact_metrics.ContactConfig`).
 
         A NaN threshold would otherwise pass every check (no comparison with NaN is true).
         """
+        for part, expected in (("contact", ContactConfig), ("self_intersection", SelfIntersectionConfig)):
+            if not isinstance(getattr(self, part), expected):
+                raise _type_error(f"AuditConfig.{part}", expected, getattr(self, part))
         positive = ("joint_contact_height_rel", "penetration_rel", "penetration_hard_rel", "slide_rel",
                     "self_intersection_length_rel", "jerk_rel", "jitter_fps", "bone_drift_rel")  # fmt: skip
         for name in positive:

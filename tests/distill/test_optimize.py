@@ -276,8 +276,12 @@ def test_fresh_run_refuses_an_earlier_checkpoint_and_overwrite_clears_its_output
     before = (tmp_path / "checkpoint.pt").read_bytes()
     assert (tmp_path / "oracle_metrics.json").is_file() and (tmp_path / "previews" / "step_00001.gif").is_file()
     plain = dataclasses.replace(cfg, guidance=GuidanceConfig(kind="tiny", device="cpu"), optim=OptimConfig(steps=1))
-    with pytest.raises(ResumeError, match="earlier run's checkpoint; continue it with --resume"):
+    with pytest.raises(ResumeError) as e:
         Distiller(rig, plain, tmp_path).run(progress=False)
+    # one line for both audiences: the CLI's flags and the library's arguments
+    assert str(e.value) == (f"{tmp_path / 'checkpoint.pt'}: the folder holds an earlier run's checkpoint; continue it "
+                            "with --resume (resume=True), start afresh here with --overwrite (overwrite=True), or "
+                            "choose another output folder")  # fmt: skip
     assert (tmp_path / "checkpoint.pt").read_bytes() == before, "the refused run left the folder alone"
     Distiller(rig, plain, tmp_path).run(progress=False, overwrite=True, stale=["audit/report.json"])
     assert not (tmp_path / "oracle_metrics.json").exists() and not (tmp_path / "audit" / "report.json").exists()

@@ -287,3 +287,27 @@ def test_output_equal_to_the_rig_is_refused(checkpoint, tmp_path, capsys):
         err = _quiet(capsys.readouterr().err)
         assert err == [f"error: {rig_file}: --output: is the input --rig: choose another file"]
     assert rig_file.read_bytes() == before
+
+
+def test_train_into_a_finished_run_exits_2_unless_overwrite(tmp_path, capsys):
+    """A second `train` into the same --output silently replaced the first run's checkpoint and model."""
+    import tyro
+
+    ex = _example_module()
+    out = tmp_path / "run"
+    assert ex.main(_tiny_train(out, steps=2)) == 0
+    capsys.readouterr()
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert ex.main(_tiny_train(out, steps=2, seed=1)) == 2
+    err = _quiet(capsys.readouterr().err)
+    assert err == [
+        f"error: {out}: holds an earlier run (checkpoint.pt, posespace.pt); continue it with resume=True (--resume), "
+        "start afresh with overwrite=True (--overwrite), or choose another output folder"
+    ]
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    # the flag the message names exists on the command line
+    parsed = tyro.cli(ex.Command, args=["train", "--output", str(out), "--overwrite"])
+    assert parsed.overwrite is True and parsed.resume is False
+    assert ex.main(_tiny_train(out, steps=2, seed=1, overwrite=True)) == 0
+    assert (out / "checkpoint.pt").read_bytes() != before["checkpoint.pt"]
+    assert json.loads((out / "config.json").read_text())["seed"] == 1

@@ -150,3 +150,57 @@ def test_unmatched_heldout_names_are_refused_and_training_clips_are_recorded(tmp
     del state["training_clips"]
     assert PoseSpace.from_state(state).training_clips == ()
     assert PoseSpace.from_state(state).fingerprint() == loaded.fingerprint()  # the record is not the identity
+
+
+def _weights(space: PoseSpace) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in space.model.state_dict().items()}
+
+
+def test_training_leaves_the_callers_random_state_alone_and_repeats_with_its_seed(tmp_path, stick_set):
+    """train() reseeded torch's process-wide generator: a caller's stream continued from the training seed's."""
+    torch.manual_seed(123)
+    expected = torch.rand(3)  # the caller's stream, drawn without training in between
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    first = _weights(train(_cfg(tmp_path / "a", seed=7), stick_set))
+    assert torch.equal(torch.get_rng_state(), state)
+    torch.testing.assert_close(torch.rand(3), expected, rtol=0.0, atol=0.0)
+    # the run depends on its own seed only, not on the caller's state
+    torch.manual_seed(999)
+    again = _weights(train(_cfg(tmp_path / "b", seed=7), stick_set))
+    other = _weights(train(_cfg(tmp_path / "c", seed=8), stick_set))
+    assert first.keys() == again.keys() == other.keys()
+    for name in first:
+        torch.testing.assert_close(again[name], first[name], rtol=0.0, atol=0.0)
+    assert any(not torch.equal(other[name], first[name]) for name in first)
+
+
+def test_a_folder_holding_an_earlier_run_is_refused_unless_resumed_or_overwritten(tmp_path, stick_set):
+    """A second train() into the same folder silently replaced the first run (the acceptance run takes minutes)."""
+    out = tmp_path / "run"
+    train(_cfg(out), stick_set)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(ValueError) as e:
+        train(_cfg(out, seed=1), stick_set)
+    message = str(e.value)
+    assert message == (
+        f"{out}: holds an earlier run (checkpoint.pt, posespace.pt); continue it with resume=True (--resume), "
+        "start afresh with overwrite=True (--overwrite), or choose another output folder"
+    )
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # config.json included
+    # a finished model without its checkpoint cannot be resumed: said so, not overwritten
+    (out / "checkpoint.pt").unlink()
+    with pytest.raises(ValueError, match=r"holds a finished pose space \(posespace\.pt\) but no checkpoint\.pt to "):
+        train(_cfg(out, resume=True), stick_set)
+    assert (out / "posespace.pt").read_bytes() == before["posespace.pt"]
+    # overwrite starts afresh: an earlier run's files go first, so a new run that fails leaves none of them behind
+    (out / "checkpoint.pt").write_bytes(before["checkpoint.pt"])
+    wild = _cfg(out, steps=60, lr=1e6, grad_clip=0.0, ema=0.0, checkpoint_every=60, overwrite=True)
+    with pytest.raises(FloatingPointError, match="no checkpoint was written"):
+        train(wild, stick_set)
+    assert sorted(p.name for p in out.iterdir()) == ["config.json"]
+    assert json.loads((out / "config.json").read_text())["lr"] == 1e6
+    # a folder whose run stopped before its first checkpoint holds nothing to lose: a plain run goes ahead
+    space = train(_cfg(out, seed=1), stick_set)
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "config.json", "posespace.pt", "train_log.json"]
+    assert PoseSpace.load(out / "posespace.pt").fingerprint() == space.fingerprint()

@@ -140,3 +140,32 @@ def test_unusable_threshold_is_refused(biped, field, value):
     cfg = AuditConfig(**{field: value})
     with pytest.raises(ValueError, match=rf"AuditConfig\.{field}: must be"):
         audit_motion(rig, walk, cfg)
+
+
+def test_configs_and_limits_of_same_named_classes_are_refused_naming_the_argument(biped):
+    """sim.physics.ContactConfig and posespace.JointLimits share names with the audit's classes: passing them failed
+    deep inside with AttributeError ('contact_height_rel', 'lower')."""
+    import numpy as np
+
+    import posespace
+    from sim.physics import ContactConfig as PhysicsContact
+
+    rig, walk = biped
+    cases = [
+        ({"config": AuditConfig(contact=PhysicsContact(ground_height_m=0.1))},
+         "AuditConfig.contact: expected a sim.contact_metrics.ContactConfig, got a sim.physics.config.ContactConfig "
+         "(another class of the same name)"),
+        ({"config": AuditConfig(self_intersection=PhysicsContact())},
+         "AuditConfig.self_intersection: expected a sim.mesh_intersection.SelfIntersectionConfig, got a "
+         "sim.physics.config.ContactConfig"),
+        ({"config": PhysicsContact()},
+         "config: expected a sim.audit.AuditConfig, got a sim.physics.config.ContactConfig"),
+        ({"limits": posespace.JointLimits(np.zeros((rig.joint_count, 8)), np.zeros(rig.joint_count),
+                                          np.zeros(rig.joint_count), np.ones(rig.joint_count))},
+         "limits: expected a sim.contact_metrics.JointLimits, got a posespace.validators.JointLimits (another class "
+         "of the same name)"),
+    ]  # fmt: skip
+    for kwargs, message in cases:
+        with pytest.raises(TypeError) as e:
+            audit_motion(rig, walk, **kwargs)
+        assert str(e.value) == message

@@ -120,3 +120,35 @@ def test_audit_usdskel_stage_matches_in_memory(biped, tmp_path):
     assert check.status == "fail" and [(r.start, r.stop) for r in check.frame_ranges] == [(20, 45)]
     in_memory = assert_ground_contact((rig, bad), max_penetration_m=1.0)
     np.testing.assert_allclose(from_file.series["penetration_m"], in_memory.penetration_max, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("helper", "argument", "value"),
+    [(assert_ground_contact, "max_penetration_m", float("nan")), (assert_ground_contact, "max_penetration_m", -1.0),
+     (assert_ground_contact, "max_penetration_m", float("inf")), (assert_no_foot_skate, "max_slide_m", float("nan")),
+     (assert_no_foot_skate, "max_slide_m", -0.1), (assert_no_self_intersection, "max_contour_m", float("nan")),
+     (assert_no_self_intersection, "max_depth_m", float("nan")), (assert_no_self_intersection, "max_depth_m", -1.0)],
+)  # fmt: skip
+def test_assert_helpers_refuse_unusable_thresholds(biped, helper, argument, value):
+    """A NaN limit passed every frame (no comparison with NaN is true): 5 cm of ground penetration passed."""
+    rig, walk = biped
+    with pytest.raises(ValueError) as e:
+        helper((rig, sunk(walk, 20, 45, 0.05)), **{argument: value})
+    assert str(e.value) == f"{argument}: must be a finite number >= 0 [m], got {value!r}"
+
+
+def test_assert_helpers_refuse_another_config_class(biped):
+    """sim.contact_metrics.ContactConfig passed as `config` failed deep inside (AttributeError 'check')."""
+    rig, walk = biped
+    for helper in (assert_ground_contact, assert_no_foot_skate, assert_no_self_intersection):
+        with pytest.raises(TypeError) as e:
+            helper((rig, walk), config=ContactConfig())
+        assert str(e.value) == "config: expected a sim.audit.AuditConfig, got a sim.contact_metrics.ContactConfig"
+
+
+def test_unknown_clip_names_the_file_once(assets_dir):
+    path = assets_dir / "gltf" / "Fox.glb"
+    for call in (lambda: assert_ground_contact(path, clip="Jump"), lambda: audit_file(path, "Jump")):
+        with pytest.raises(usd_io.InputError) as e:
+            call()
+        assert str(e.value) == f"{path}: clip: no clip 'Jump'; available: Survey, Walk, Run"
