@@ -7,9 +7,16 @@ Every number that shapes a result lives in one of these dataclasses; tyro turns 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import re
+import types
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
+
+import numpy as np
 
 __all__ = [
     "CharacterConfig",
@@ -25,15 +32,71 @@ SolverName = Literal["steel", "featherstone", "xpbd"]
 RootMotionMode = Literal["auto", "keep", "from_contacts"]
 
 
+_DEVICE = re.compile(r"cpu|cuda(:\d+)?")
+"""Warp device names a simulation accepts."""
+
+
+@functools.cache
+def _field_types(cls: type) -> dict[str, object]:
+    """The resolved type annotations of a config dataclass's fields (the module uses postponed annotations)."""
+    return typing.get_type_hints(cls)
+
+
+def _choices(values: tuple) -> str:
+    """``'a', 'b' or 'c'``."""
+    text = [repr(v) for v in values]
+    return text[0] if len(text) == 1 else ", ".join(text[:-1]) + " or " + text[-1]
+
+
+def _type_problem(value, hint) -> str | None:
+    """Why ``value`` does not fit the annotation ``hint`` ("must be ..."), or None when it does (or when the
+    annotation is one the configs do not use)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return None
+        problems = [_type_problem(value, a) for a in args if a is not type(None)]
+        return None if any(p is None for p in problems) else problems[0]
+    if origin is Literal:
+        allowed = typing.get_args(hint)
+        ok = any(isinstance(value, type(a)) and value == a for a in allowed)
+        return None if ok else f"must be {_choices(allowed)}"
+    if origin is dict:
+        return None if isinstance(value, Mapping) else "must be a dict"
+    if hint is bool:
+        return None if isinstance(value, (bool, np.bool_)) else "must be True or False"
+    if hint is int:
+        ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+        return None if ok else "must be an integer"
+    if hint is float:
+        ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+        return None if ok else "must be a number"
+    if hint is str:
+        return None if isinstance(value, str) else "must be a string"
+    if dataclasses.is_dataclass(hint):
+        return None if isinstance(value, hint) else f"must be a {hint.__name__}"
+    return None
+
+
+def _is_number(x) -> bool:
+    return _type_problem(x, float) is None
+
+
 def _check_fields(
     obj, positive=(), nonnegative=(), fractions=(), at_least_one=(), at_least_two=()
 ) -> None:  # fmt: skip
-    """Raises ValueError naming ``Class.field`` for a non-finite number or one outside its range (None is allowed
-    for optional fields). ``fractions`` lie in [0, 1]."""
+    """Raises ValueError naming ``Class.field`` for a value that does not fit the field's annotation (a Literal
+    outside its choices, a float where an integer belongs, a string where a number belongs), a non-finite number or
+    one outside its range (None is allowed for optional fields). ``fractions`` lie in [0, 1]."""
     cls = type(obj).__name__
+    hints = _field_types(type(obj))
     for f in dataclasses.fields(obj):
         v = getattr(obj, f.name)
-        if isinstance(v, float) and not math.isfinite(v):
+        problem = _type_problem(v, hints[f.name])
+        if problem is not None:
+            raise ValueError(f"{cls}.{f.name}: {problem}, got {v!r}")
+        if isinstance(v, (float, np.floating)) and not math.isfinite(v):
             raise ValueError(f"{cls}.{f.name}: must be a finite number, got {v}")
     rules = (
         (positive, lambda v: v > 0, "> 0"),
@@ -139,15 +202,14 @@ class CharacterConfig:
                        "collider_radius_quantile", "contact_collider_radius_quantile", "contact_height_fraction",
                        "contact_frame_fraction"),
         )  # fmt: skip
-        if self.mass_from not in ("mesh", "colliders"):
-            raise ValueError(f"CharacterConfig.mass_from: must be 'mesh' or 'colliders', got {self.mass_from!r}")
         for name, scale in self.density_scale.items():
-            if not (math.isfinite(scale) and scale > 0):
-                raise ValueError(f"CharacterConfig.density_scale[{name!r}]: must be a positive number, got {scale}")
-        for name, (lo, hi) in self.joint_limits_deg.items():
-            if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+            if not (_is_number(scale) and math.isfinite(scale) and scale > 0):
+                raise ValueError(f"CharacterConfig.density_scale[{name!r}]: must be a positive number, got {scale!r}")
+        for name, limits in self.joint_limits_deg.items():
+            pair = tuple(limits) if isinstance(limits, (tuple, list)) else ()
+            if not (len(pair) == 2 and all(_is_number(x) and math.isfinite(x) for x in pair) and pair[0] <= pair[1]):
                 raise ValueError(
-                    f"CharacterConfig.joint_limits_deg[{name!r}]: need finite lower <= upper, got {(lo, hi)}"
+                    f"CharacterConfig.joint_limits_deg[{name!r}]: need finite lower <= upper, got {limits!r}"
                 )
         return self
 
@@ -202,6 +264,8 @@ class SolverConfig:
     def check(self) -> SolverConfig:
         """Returns the config; raises ValueError naming the first field out of range."""
         _check_fields(self, positive=("max_dt_s",), at_least_one=("iterations", "constraint_capacity"))
+        if not _DEVICE.fullmatch(self.device):
+            raise ValueError(f"SolverConfig.device: must be 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
         return self
 
 
@@ -252,11 +316,11 @@ class TrackingConfig:
     def check(self) -> TrackingConfig:
         """Returns the config (and its solver, contact and root-assist parts); raises ValueError naming the first
         field out of range."""
+        _check_fields(self, positive=("fall_tilt_deg", "blowup_speed_heights_per_s", "blowup_distance_heights"),
+                      fractions=("fall_height_fraction",))  # fmt: skip
         self.solver.check()
         self.contact.check()
         self.root_assist.check()
-        _check_fields(self, positive=("fall_tilt_deg", "blowup_speed_heights_per_s", "blowup_distance_heights"),
-                      fractions=("fall_height_fraction",))  # fmt: skip
         return self
 
 
@@ -333,7 +397,7 @@ class ProjectionConfig:
             positive=("sigma_decay", "temperature", "pass_sigma_decay"),
             nonnegative=("sigma_deg", "max_offset_deg", "ilc_passes", "position_weight", "root_weight",
                          "rotation_weight", "velocity_weight", "skate_weight", "self_penetration_weight",
-                         "offset_weight", "threads"),
+                         "offset_weight", "threads", "seed"),
             at_least_one=("window_frames", "commit_frames", "knot_interval_frames", "iterations", "passes",
                           "rollout_batches"),
             at_least_two=("samples",),

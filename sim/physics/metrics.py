@@ -1,13 +1,15 @@
-"""Tracking metrics: body and joint errors against the reference, ground contact on skinned vertices (through
-:mod:`sim.contact_metrics`, shared with the audit), capsule self-penetration (through :mod:`sim.collision`)."""
+"""Tracking metrics: body and joint errors against the reference, ground contact as the audit measures it (skinned
+vertices, or joint centres with a wider band for meshless rigs; :mod:`sim.contact_metrics` through the audit's
+contact points), capsule self-penetration (through :mod:`sim.collision`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..audit import AuditConfig
+from ..audit.checks import contact_points
 from ..collision import capsule_penetration
-from ..contact_metrics import ContactConfig, character_size, ground_contact_metrics
-from ..kinematics import pose_motion, skin_motion
+from ..contact_metrics import ContactConfig, ground_contact_metrics
 from ..motion import Motion
 from ..rotations import quat_conjugate, quat_multiply
 from .character import PhysicsCharacter
@@ -22,25 +24,29 @@ def _angle(q: np.ndarray) -> np.ndarray:
 
 
 def contact_summary(rig, motion: Motion, ground_height: float = 0.0) -> dict[str, float]:
-    """Ground contact of a rig motion on its skinned vertices (joint positions for meshless rigs).
+    """Ground contact of a rig motion, measured as the audit measures it (:func:`sim.audit.audit_motion`).
+
+    The points are the audit's (:func:`sim.audit.checks.contact_points`): skinned vertices with the vertex contact
+    band; for rigs without a mesh (e.g. BVH) joint centres with the audit's wider joint band
+    (``AuditConfig.joint_contact_height_rel``: a foot joint sits a foot's thickness above the ground, so the
+    vertex band called every frame of a CMU walk floating and none skating).
+
+    Args:
+        rig: the rig.
+        motion: a motion of ``rig``.
+        ground_height: height of the ground plane (Z) [m].
 
     Returns:
         ``max_ground_penetration_m``, ``mean_ground_penetration_m``, ``foot_skate_ratio``, ``floating_ratio``,
-        ``max_floating_m`` as defined by :func:`sim.contact_metrics.ground_contact_metrics`.
+        ``max_floating_m`` as defined by :func:`sim.contact_metrics.ground_contact_metrics`; equal to the audit's
+        ``metrics["ground"]`` figures of the same motion.
     """
-    if rig.meshes and sum(m.vertex_count for m in rig.meshes):
-        mesh = rig.merged_mesh()
-        pts = skin_motion(rig, motion, mesh=mesh)[0]
-        size = character_size(mesh.points)
-        labels = mesh.influence_joints[np.arange(mesh.vertex_count), mesh.influence_weights.argmax(axis=1)]
-    else:
-        pts = pose_motion(rig, motion)[0]
-        size = character_size(rig.rest_world_transforms()[0])
-        labels = np.arange(rig.joint_count)
+    if not (isinstance(ground_height, (int, float, np.integer, np.floating)) and np.isfinite(ground_height)):
+        raise ValueError(f"ground_height: must be a finite number, got {ground_height!r}")
+    cp = contact_points(rig, motion, AuditConfig(contact=ContactConfig(ground_height=float(ground_height))))
     m = ground_contact_metrics(
-        pts, motion.times, ContactConfig(ground_height=ground_height), size=size, labels=labels,
-        label_count=rig.joint_count,
-    )  # fmt: skip
+        cp.points, motion.times, cp.contact, size=cp.size, labels=cp.labels, label_count=rig.joint_count
+    )
     return {
         "max_ground_penetration_m": m.max_penetration_m,
         "mean_ground_penetration_m": m.mean_penetration_m,

@@ -209,7 +209,7 @@ def project(
 
     Args:
         character: the character.
-        reference: the reference motion (uniformly sampled) or its trajectory.
+        reference: the reference motion (uniformly sampled at its fps: ``motion.is_uniform()``) or its trajectory.
         tracking: controller configuration (solver, contact, root assist: off by default).
         cfg: projection configuration.
         target_filter: optional pose-sequence filter; it constrains the plan (the initial targets and each
@@ -223,6 +223,7 @@ def project(
         and frame a resumed run continued from).
 
     Raises:
+        ValueError: a config value out of range or a non-uniformly sampled motion (naming it), before any work.
         CheckpointError: ``checkpoint.resume`` and the file is unreadable or was written with other settings or
             for another character or reference.
     """

@@ -70,6 +70,16 @@ def _yaw_quat(q: np.ndarray) -> np.ndarray:
     return axis_angle_to_quat(yaw[..., None] * np.array([0.0, 0.0, 1.0]))
 
 
+def _check_loops(loops) -> None:
+    """Raises ValueError unless ``loops`` is a positive integer (a float such as 2.0 is refused too)."""
+    if isinstance(loops, (bool, np.bool_)) or not isinstance(loops, (int, np.integer)) or loops < 1:
+        raise ValueError(f"loops: must be a positive integer, got {loops!r}")
+
+
+def _is_real(x) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+
+
 def loop_motion(motion: Motion, loops: int) -> Motion:
     """Repeats a cyclic clip ``loops`` times; each repeat starts where the previous ended (heading and
     horizontal position accumulate, height does not).
@@ -77,9 +87,11 @@ def loop_motion(motion: Motion, loops: int) -> Motion:
     Works on the clip's own sample times (keyframed clips keep their keys): the period is ``times[-1] -
     times[0]`` for a closing clip (last frame == first frame, whose duplicate is dropped between repeats), one
     mean sample interval longer otherwise (with a warning: such a clip jumps at each seam).
+
+    Raises:
+        ValueError: ``loops`` is not a positive integer.
     """
-    if loops < 1:
-        raise ValueError(f"loops must be >= 1, got {loops}")
+    _check_loops(loops)
     if loops == 1 or motion.frame_count < 2:
         return motion
     d = np.abs(motion.rotations[0] - motion.rotations[-1])
@@ -320,13 +332,23 @@ def prepare_reference(
         loops: repeat a cyclic clip this many times (see :func:`loop_motion`).
         target_height_m: when given, the scale that makes the rig this tall (Z extent of its bind pose) [m].
         ground_height_m: the ground plane's height [m].
+
+    Raises:
+        ValueError: a setting out of range (naming it: ``ReferenceConfig.field``, ``loops``, ``target_height_m``,
+            ``ground_height_m``), checked before any work.
+        RigError: the motion does not fit the rig.
     """
     cfg = (cfg or ReferenceConfig()).check()
+    _check_loops(loops)
+    if target_height_m is not None and not (
+        _is_real(target_height_m) and np.isfinite(target_height_m) and target_height_m > 0
+    ):
+        raise ValueError(f"target_height_m: must be a positive finite number, got {target_height_m!r}")
+    if not (_is_real(ground_height_m) and np.isfinite(ground_height_m)):
+        raise ValueError(f"ground_height_m: must be a finite number, got {ground_height_m!r}")
     motion.check_rig(rig)
     scale = 1.0
     if target_height_m is not None:
-        if not (np.isfinite(target_height_m) and target_height_m > 0):
-            raise ValueError(f"target_height_m: must be a positive finite number, got {target_height_m}")
         scale = float(target_height_m) / rig.height()
         rig, motion = scale_rig(rig, scale), scale_motion(motion, scale)
     motion = loop_motion(motion, loops)

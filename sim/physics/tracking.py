@@ -94,8 +94,32 @@ def _angular_velocity(rot: np.ndarray, fps: float) -> np.ndarray:
     return out
 
 
+def _check_uniform(motion: Motion) -> None:
+    """Raises ValueError (naming the motion) unless its frames lie ``1 / motion.fps`` apart.
+
+    The controller steps one frame per ``1 / fps``: a clip whose ``times`` say otherwise (keyframes, or
+    :meth:`Motion.sample` at other times while ``fps`` stays) would be played at another speed.
+    """
+    if not isinstance(motion, Motion):
+        raise TypeError(f"reference: expected a Motion or ReferenceTrajectory, got {type(motion).__name__}")
+    if not motion.is_uniform():
+        steps = np.diff(motion.times)
+        lo, hi = f"{steps.min():.4g}", f"{steps.max():.4g}"
+        raise ValueError(
+            f"motion {motion.name!r}: times are not uniformly sampled at its fps ({motion.fps:g}/s, frames "
+            f"{1.0 / motion.fps:.4g} s apart; its frames are {lo if lo == hi else lo + '-' + hi} s apart): the "
+            f"controller would play it at another speed. Resample it first: motion.resample(fps), or "
+            f"sim.physics.prepare_reference(rig, motion) (resamples to ReferenceConfig.fps)"
+        )
+
+
 def reference_trajectory(character: PhysicsCharacter, motion: Motion) -> ReferenceTrajectory:
-    """Body frames, velocities and joint coordinates of a rig motion (uniformly sampled at ``motion.fps``)."""
+    """Body frames, velocities and joint coordinates of a rig motion.
+
+    Raises:
+        ValueError: the motion is not uniformly sampled at ``motion.fps`` (``motion.is_uniform()`` is False).
+    """
+    _check_uniform(motion)
     pos, rot = character.body_transforms(motion)
     com = pos + quat_rotate(rot, character.body_com)
     dt = 1.0 / motion.fps
@@ -260,13 +284,17 @@ def track(
 
     Args:
         character: the character.
-        reference: the reference motion (uniformly sampled) or its trajectory.
+        reference: the reference motion (uniformly sampled at its fps) or its trajectory.
         cfg: controller configuration.
-        target_coords: PD targets [rad] (F, B - 1, 3); default: the reference's joint coordinates.
+        target_coords: PD targets [rad] (F, B - 1, 3), finite; default: the reference's joint coordinates.
         target_filter: optional pose-sequence filter applied to the targets before simulation.
 
     Returns:
         The result; ``result.blowup`` is set (and the motion truncated) when the simulation blew up.
+
+    Raises:
+        ValueError: a config value out of range, a non-uniformly sampled motion, or ``target_coords`` of the
+            wrong shape or not finite (each naming what is wrong), before any simulation.
     """
     from .newton_model import CharacterSimulation
 
@@ -276,6 +304,12 @@ def track(
     coords = ref.coords if target_coords is None else np.asarray(target_coords, dtype=np.float64)
     if coords.shape != ref.coords.shape:
         raise ValueError(f"target_coords: expected shape {ref.coords.shape}, got {coords.shape}")
+    if not np.all(np.isfinite(coords)):
+        f, b, k = np.argwhere(~np.isfinite(coords))[0]
+        raise ValueError(
+            f"target_coords: must be finite, got {coords[f, b, k]} at frame {f}, body {b + 1}"
+            f" ({character.body_names[b + 1]!r}), coordinate {k}"
+        )
     if target_filter is not None:
         coords = apply_target_filter(character, ref, coords, target_filter)
     rates = np.gradient(coords, 1.0 / ref.fps, axis=0) if (F > 1 and cfg.velocity_targets) else np.zeros_like(coords)

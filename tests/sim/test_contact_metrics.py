@@ -1,10 +1,14 @@
-"""Contact and kinematic metrics against hand-computed values on constructed trajectories."""
+"""Contact and kinematic metrics against hand-computed values on constructed trajectories; the physics metrics'
+ground contact against the audit's and against constructed meshless and meshed rigs."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from physics_rigs import hold, table_quadruped, walkish
 
+import sim
+from sim.audit import audit_motion
 from sim.contact_metrics import (
     ContactConfig,
     JointLimits,
@@ -18,7 +22,8 @@ from sim.contact_metrics import (
     kinematic_metrics,
     root_chain,
 )
-from sim.rotations import axis_angle_to_quat
+from sim.physics import contact_summary
+from sim.rotations import axis_angle_to_quat, quat_identity
 
 EXACT = 1e-12
 """Tolerance for quantities computed in closed form from exact inputs."""
@@ -228,3 +233,74 @@ def test_derived_limits_are_the_envelope_of_each_clip():
     limits = joint_limits_from_motions(rest, [long_clip, short_clip], margin_deg=5.0, quantile=0.1)
     np.testing.assert_allclose(np.rad2deg(limits.upper[0, 2]), 65.0, atol=1e-9)
     np.testing.assert_allclose(np.rad2deg(limits.lower[0, 2]), -8.0 - 5.0, atol=0.05)  # 10% quantile of -10..10
+
+
+# --- the physics metrics measure ground contact as the audit does -----------------------------------------------
+
+GROUND_KEYS = ("max_penetration_m", "mean_penetration_m", "foot_skate_ratio", "floating_ratio", "max_floating_m")
+"""``sim.physics.contact_summary`` keys without their ``ground_`` infix (the audit's ``metrics["ground"]`` keys)."""
+
+
+def _physics_ground(rig, motion) -> dict[str, float]:
+    s = contact_summary(rig, motion)
+    return {k: s[k.replace("max_pen", "max_ground_pen").replace("mean_pen", "mean_ground_pen")] for k in GROUND_KEYS}
+
+
+def _stilts(foot_height: float) -> sim.Rig:
+    """A meshless rig (like a BVH skeleton): hips 1 m up, two feet ``foot_height`` above the ground, 0.3 m apart."""
+    rest = np.array([[0.0, 0.0, 1.0], [0.0, 0.15, foot_height - 1.0], [0.0, -0.15, foot_height - 1.0]])
+    return sim.Rig(["hips", "foot_l", "foot_r"], [-1, 0, 0], rest, quat_identity((3,)), name="stilts")
+
+
+def test_meshless_rigs_touch_the_ground_with_the_joint_band():
+    """Foot joints sit a foot's thickness above the ground: 3 cm (3% of the 0.97 m size) is ground contact, as the
+    audit's joint band (6%) says, not 1 s of floating as the skinned-vertex band (1%) said; feet dragged along at
+    0.3 m/s (above the 0.05 sizes/s threshold) skate on every step instead of never."""
+    rig = _stilts(0.03)
+    frames = 31  # 1 s at 30 fps
+    t = np.arange(frames) / FPS
+    still = sim.Motion.rest(rig, frames)
+    m = _physics_ground(rig, still)
+    assert m["floating_ratio"] == 0.0 and m["max_floating_m"] == 0.0 and m["foot_skate_ratio"] == 0.0
+    drag = sim.Motion(FPS, rig.rest_translations[0] + np.outer(t, [0.3, 0.0, 0.0]), still.rotations)
+    m = _physics_ground(rig, drag)
+    assert m["floating_ratio"] == 0.0
+    assert m["foot_skate_ratio"] == pytest.approx(1.0, abs=EXACT)  # both feet slide on every step; hips never touch
+    assert m["max_penetration_m"] == 0.0
+    # feet 10 cm up (beyond 6% of the size) for the whole second: floating, that high
+    high = _stilts(0.1)
+    m = _physics_ground(high, sim.Motion.rest(high, frames))
+    assert m["floating_ratio"] == 1.0
+    assert m["max_floating_m"] == pytest.approx(0.1, abs=1e-12)
+
+
+def test_meshed_rigs_keep_the_skinned_vertex_band():
+    """With a skin, the lowest vertex touches within 1% of the size: 0.5% up is contact, 3% up (within the joint
+    band) is floating."""
+    rig = table_quadruped()
+    pts = np.concatenate([m.points for m in rig.meshes])
+    size = float(np.max(pts.max(axis=0) - pts.min(axis=0)))
+    lowest = float(pts[:, 2].min())
+    for up, floating in ((0.005, 0.0), (0.03, 1.0)):
+        motion = hold(rig, 31, root_offset=(0.0, 0.0, up * size - lowest))
+        m = _physics_ground(rig, motion)
+        assert m["floating_ratio"] == floating, up
+        if floating:
+            assert m["max_floating_m"] == pytest.approx(up * size, abs=1e-9)
+
+
+def test_physics_contact_summary_equals_the_audit(assets_dir):
+    """The physics metrics and the audit report the same figures on the same motion, with and without a mesh (CMU
+    131_01 used to be 100% floating and 0% skating in the physics metrics, 0% / 70% in the audit)."""
+    import usd_io
+
+    bvh = usd_io.load_asset(str(assets_dir / "bvh" / "131_01.bvh"))
+    quad = table_quadruped()
+    for rig, motion in ((bvh.rig, bvh.clip().slice(0, 240)), (quad, walkish(quad))):
+        audit = audit_motion(rig, motion).metrics["ground"]
+        physics = _physics_ground(rig, motion)
+        for key in GROUND_KEYS:
+            np.testing.assert_allclose(physics[key], audit[key], rtol=0, atol=EXACT, err_msg=f"{rig.name} {key}")
+        if rig is bvh.rig:  # the figures themselves: a walk's feet touch the ground and slide on some steps
+            assert physics["floating_ratio"] == 0.0
+            assert 0.0 < physics["foot_skate_ratio"] < 1.0

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
+import typing
+import warnings
+
 import numpy as np
 import pytest
 from physics_rigs import hold, table_quadruped
@@ -9,7 +14,12 @@ from physics_rigs import hold, table_quadruped
 import sim
 from sim.physics import (
     CharacterConfig,
+    ContactConfig,
+    ProjectionConfig,
     ReferenceConfig,
+    RootAssistConfig,
+    SolverConfig,
+    TrackingConfig,
     build_character,
     euler_xyz_to_quat,
     loop_motion,
@@ -188,6 +198,92 @@ def test_reference_config_refuses_unusable_numbers():
     with pytest.raises(ValueError, match=r"target_height_m: must be a positive finite number, got nan"):
         prepare_reference(rig, motion, target_height_m=float("nan"))
     CharacterConfig(joint_limits_deg={"neck": (0.0, 0.0)}).check()  # equal limits lock a joint: allowed
+
+
+CONFIG_CLASSES = (
+    CharacterConfig,
+    ContactConfig,
+    SolverConfig,
+    RootAssistConfig,
+    TrackingConfig,
+    ProjectionConfig,
+    ReferenceConfig,
+)
+
+
+@pytest.mark.parametrize("cls", CONFIG_CLASSES, ids=lambda c: c.__name__)
+def test_every_config_field_refuses_values_of_the_wrong_kind(cls):
+    """Literal fields refuse values outside their choices, integer fields non-integers, flags non-booleans, number
+    fields strings (the CLI's parser protected only the CLI: ``joint_limits="hard"`` built a character without
+    limits, ``root_motion="yes"`` acted as "auto", ``iterations=2.5`` ran)."""
+    cls().check()  # the defaults are valid
+    hints = typing.get_type_hints(cls)
+    tried = 0
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        optional = type(None) in typing.get_args(hint)
+        base = next(a for a in typing.get_args(hint) if a is not type(None)) if optional else hint
+        if typing.get_origin(base) is typing.Literal:
+            choices = typing.get_args(base)
+            for good in choices:
+                dataclasses.replace(cls(), **{f.name: good}).check()
+            bad, message = (
+                "not-a-choice",
+                "must be " + " or ".join([", ".join(map(repr, choices[:-1])), repr(choices[-1])]),
+            )
+            if len(choices) == 1:
+                message = f"must be {choices[0]!r}"
+        elif base is int:
+            bad, message = 2.5, "must be an integer"
+        elif base is bool:
+            bad, message = "no", "must be True or False"
+        elif base is float:
+            bad, message = "0.5", "must be a number"
+        else:
+            continue
+        with pytest.raises(ValueError, match=re.escape(f"{cls.__name__}.{f.name}: {message}, got {bad!r}")):
+            dataclasses.replace(cls(), **{f.name: bad}).check()
+        tried += 1
+    assert tried >= 3
+
+
+def test_bad_choices_are_refused_by_the_public_functions():
+    rig = table_quadruped()
+    motion = hold(rig, 4)
+    for cfg, message in (
+        (CharacterConfig(joint_limits="hard"), "CharacterConfig.joint_limits: must be 'motion' or 'none', got 'hard'"),
+        (CharacterConfig(contact_colliders="box"), "CharacterConfig.contact_colliders: must be 'sole' or 'bounding'"),
+        (CharacterConfig(mass_from="skin"), "CharacterConfig.mass_from: must be 'mesh' or 'colliders', got 'skin'"),
+        (CharacterConfig(min_body_vertex_fraction="0.01"), "CharacterConfig.min_body_vertex_fraction: must be a"),
+        (CharacterConfig(density_scale={"ear": "half"}), "CharacterConfig.density_scale['ear']: must be a positive"),
+        (CharacterConfig(joint_limits_deg={"neck": 10.0}), "CharacterConfig.joint_limits_deg['neck']: need finite"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            build_character(rig, motion, cfg)
+    for cfg, message in (
+        (ReferenceConfig(root_motion="yes"), "ReferenceConfig.root_motion: must be 'auto', 'keep' or 'from_contacts'"),
+        (ReferenceConfig(ground="floor"), "ReferenceConfig.ground: must be 'none', 'clip' or 'per_frame', got 'floor'"),
+        (ReferenceConfig(ballistic_flight=1), "ReferenceConfig.ballistic_flight: must be True or False, got 1"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            prepare_reference(rig, motion, cfg)
+
+
+def test_prepare_reference_refuses_bad_arguments_before_any_work():
+    rig = table_quadruped()
+    motion = hold(rig, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the looping warning came before the TypeError
+        for loops in (2.5, 0, -1, "2", True):
+            with pytest.raises(ValueError, match=re.escape(f"loops: must be a positive integer, got {loops!r}")):
+                prepare_reference(rig, motion, loops=loops)
+            with pytest.raises(ValueError, match=re.escape(f"loops: must be a positive integer, got {loops!r}")):
+                loop_motion(motion, loops)
+    with pytest.raises(ValueError, match=r"target_height_m: must be a positive finite number, got '0\.5'"):
+        prepare_reference(rig, motion, target_height_m="0.5")  # was a NumPy ufunc TypeError
+    with pytest.raises(ValueError, match=r"ground_height_m: must be a finite number, got nan"):
+        prepare_reference(rig, motion, ground_height_m=float("nan"))
+    assert prepare_reference(rig, motion, loops=np.int64(2), target_height_m=np.float32(0.5)).motion.frame_count > 4
 
 
 def test_gains_scale_with_size():

@@ -16,6 +16,7 @@ from sim.physics import (
     CharacterConfig,
     ContactConfig,
     ProjectionConfig,
+    RootAssistConfig,
     SolverConfig,
     TrackingConfig,
     build_character,
@@ -181,7 +182,7 @@ def test_tracking_is_deterministic(table):
 def test_blowup_is_detected_with_its_frame(table):
     ref = reference_trajectory(table, walkish(table.rig))
     coords = ref.coords.copy()
-    coords[12] = np.nan  # a corrupted target (its rate, by central differences, already steps 10 -> 11)
+    coords[12] += 1.0e3  # a wild target (its rate, by central differences, already steps 10 -> 11)
     res = track(table, ref, target_coords=coords)
     assert res.blowup is not None and not res.ok
     assert 11 <= res.blowup.frame <= 13
@@ -198,6 +199,41 @@ def test_blowup_is_detected_with_its_frame(table):
     assert detect_blowup(table, pos, np.zeros_like(pos), pos, cfg) is None
 
 
+def test_non_finite_targets_are_refused_naming_target_coords(table):
+    # a NaN target used to reach the solver: a Newton overflow warning, then a "runaway energy" blow-up
+    ref = reference_trajectory(table, walkish(table.rig))
+    coords = ref.coords.copy()
+    coords[2, 3, 1] = np.nan
+    where = rf"at frame 2, body 4 \({table.body_names[4]!r}\), coordinate 1"
+    with pytest.raises(ValueError, match=r"target_coords: must be finite, got nan " + where):
+        track(table, ref, target_coords=coords)
+    coords[2, 3, 1] = np.inf
+    with pytest.raises(ValueError, match=r"target_coords: must be finite, got inf"):
+        track(table, ref, target_coords=coords)
+
+
+def test_motions_not_sampled_at_their_fps_are_refused(table):
+    """The controller plays one frame per 1 / fps: a clip whose times say otherwise used to run at another speed
+    (13 samples over 0.8 s with fps 30 ran in 0.4 s)."""
+    motion = walkish(table.rig, frames=25)  # 0.8 s at 30 fps
+    half = motion.sample(np.linspace(0.0, motion.duration, 13))  # the same 0.8 s, frames 1/15 s apart, fps 30
+    assert half.fps == 30.0 and not half.is_uniform()
+    message = r"motion 'walkish': times are not uniformly sampled at its fps \(30/s.*motion\.resample\(fps\)"
+    for run in (
+        lambda m: reference_trajectory(table, m),
+        lambda m: track(table, m),
+        lambda m: project(table, m, None, ProjectionConfig(samples=2, iterations=1, passes=1, ilc_passes=0)),
+    ):
+        with pytest.raises(ValueError, match=message):
+            run(half)
+    # the remedy the message names: resampled at 15 fps the clip plays in its own 0.8 s
+    res = track(table, half.resample(15.0))
+    assert res.blowup is None
+    np.testing.assert_allclose(res.sim_time_s, motion.duration, rtol=1e-12)
+    # uniform clips that do not start at 0 s (a slice) are fine
+    assert reference_trajectory(table, motion.slice(5, 9)).frame_count == 4
+
+
 @pytest.mark.parametrize(
     ("tracking", "projection", "message"),
     [
@@ -206,6 +242,24 @@ def test_blowup_is_detected_with_its_frame(table):
         (TrackingConfig(fall_height_fraction=float("nan")), None, r"TrackingConfig\.fall_height_fraction: must be a"),
         (None, ProjectionConfig(samples=1), r"ProjectionConfig\.samples: must be >= 2"),
         (None, ProjectionConfig(temperature=float("nan")), r"ProjectionConfig\.temperature: must be a finite"),
+        # wrong types and choices used to run silently (2.5 iterations, a truthy string) or fail deep inside
+        (TrackingConfig(solver=SolverConfig(iterations=2.5)), None, r"SolverConfig\.iterations: must be an integer"),
+        (
+            TrackingConfig(solver=SolverConfig(solver="mujoco")),
+            None,
+            r"SolverConfig\.solver: must be 'steel', 'featherstone' or 'xpbd', got 'mujoco'",
+        ),
+        (TrackingConfig(solver=SolverConfig(device="gpu")), None, r"SolverConfig\.device: must be 'cpu', 'cuda'"),
+        (TrackingConfig(velocity_targets="no"), None, r"TrackingConfig\.velocity_targets: must be True or False"),
+        (TrackingConfig(contact=ContactConfig(friction="1.0")), None, r"ContactConfig\.friction: must be a number"),
+        (
+            TrackingConfig(root_assist=RootAssistConfig(enabled="yes")),
+            None,
+            r"RootAssistConfig\.enabled: must be True or False, got 'yes'",
+        ),
+        (TrackingConfig(solver="steel"), None, r"TrackingConfig\.solver: must be a SolverConfig, got 'steel'"),
+        (None, ProjectionConfig(samples=8.0), r"ProjectionConfig\.samples: must be an integer, got 8\.0"),
+        (None, ProjectionConfig(seed=-1), r"ProjectionConfig\.seed: must be >= 0"),
     ],
 )
 def test_unusable_settings_are_refused_before_simulating(table, tracking, projection, message):
