@@ -481,6 +481,10 @@ def build_character(rig: Rig, motion: Motion | None = None, cfg: CharacterConfig
         for key, factor in cfg.density_scale.items():
             if key.lower() in name:
                 rel[b] *= float(factor)
+    body_names_lower = [rig.joint_names[j].lower() for j in body_joint]
+    for key in cfg.density_scale:
+        if not any(key.lower() in n for n in body_names_lower):
+            notes.append(f"CharacterConfig.density_scale[{key!r}] matches no body of {rig.name!r}")
     density = cfg.density_kg_m3
     capsule_volume = np.array([c.volume() for c in capsules])
     if cfg.total_mass_kg is not None:
@@ -562,6 +566,8 @@ def build_character(rig: Rig, motion: Motion | None = None, cfg: CharacterConfig
         character.limit_lower[1:, 1] = np.maximum(character.limit_lower[1:, 1], -np.deg2rad(85.0))
         character.limit_upper[1:, 1] = np.minimum(character.limit_upper[1:, 1], np.deg2rad(85.0))
     for name, (lo_deg, hi_deg) in cfg.joint_limits_deg.items():
+        if name not in rig.joint_names:
+            raise ValueError(f"CharacterConfig.joint_limits_deg[{name!r}]: rig {rig.name!r} has no joint of that name")
         j = rig.joint_index(name)
         b = int(joint_body[j])
         if body_joint[b] != j or b == 0:

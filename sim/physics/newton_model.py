@@ -58,6 +58,7 @@ class ContactMaterial:
 def contact_material(character: PhysicsCharacter, contact: ContactConfig) -> ContactMaterial:
     """The contact parameters of ``character`` under ``contact``: the gap scales with the height, the penalty
     stiffness with the total mass, damping and friction gain are critical for the median body mass."""
+    contact = contact.check()
     ke = contact.penalty_stiffness_per_kg * character.total_mass
     light = float(np.median(character.body_mass))
     kd = 2.0 * float(np.sqrt(ke * light))
@@ -150,8 +151,8 @@ def build_newton_model(
     """A finalized ``newton.Model`` on ``solver.device``: ``world_count`` separate copies of the character on a ground
     plane."""
     newton = _newton()
-    solver = solver or SolverConfig()
-    contact = contact or ContactConfig()
+    solver = (solver or SolverConfig()).check()
+    contact = (contact or ContactConfig()).check()
     one = build_newton_builder(character, solver, contact)
     scene = newton.ModelBuilder(up_axis=newton.Axis.Z, gravity=(0.0, 0.0, -GRAVITY))
     scene.rigid_gap = one.rigid_gap
@@ -227,8 +228,8 @@ class CharacterSimulation:
         newton = _newton()
         self.newton = newton
         self.character = character
-        self.solver_cfg = solver or SolverConfig()
-        self.contact_cfg = contact or ContactConfig()
+        self.solver_cfg = (solver or SolverConfig()).check()
+        self.contact_cfg = (contact or ContactConfig()).check()
         self.world_count = int(world_count)
         self.fps = float(fps)
         self.frame_count = int(frame_count)
@@ -261,7 +262,7 @@ class CharacterSimulation:
         self.assist_force_max = wp.zeros(self.world_count, dtype=wp.float32, device=self.device)
         self._graph = None
         self.frame = 0
-        self.root_assist = root_assist if (root_assist is not None and root_assist.enabled) else None
+        self.root_assist = root_assist.check() if (root_assist is not None and root_assist.enabled) else None
         if self.root_assist is not None:
             if root_reference is None:
                 raise ValueError("root_assist needs root_reference")

@@ -136,6 +136,19 @@ def test_mass_fills_the_skins_enclosed_volume():
         CharacterConfig(mass_from="skin").check()
 
 
+def test_per_joint_settings_name_real_joints():
+    """A joint limit for a joint the rig lacks is refused naming the setting; a density scale matching no body
+    (a config shared between characters) is reported in the builder notes, and changes no mass."""
+    rig = table_quadruped()
+    with pytest.raises(ValueError, match=r"CharacterConfig\.joint_limits_deg\['knee'\]: rig 'table' has no joint"):
+        build_character(rig, cfg=CharacterConfig(joint_limits_deg={"knee": (-10.0, 10.0)}))
+    plain = build_character(rig)
+    scaled = build_character(rig, cfg=CharacterConfig(density_scale={"wing": 0.5}))
+    assert any("density_scale['wing'] matches no body" in n for n in scaled.notes), scaled.notes
+    assert not any("density_scale" in n for n in plain.notes)
+    np.testing.assert_array_equal(scaled.body_mass, plain.body_mass)
+
+
 def test_fast_clips_are_resampled_to_the_frame_rate_cap():
     rig = table_quadruped()
     frames = 121  # 1 s at 120 fps

@@ -335,3 +335,16 @@ def test_projection_results_do_not_depend_on_the_thread_count(table):
     for threads in (2, 3):
         np.testing.assert_array_equal(runs[threads].body_pos, runs[1].body_pos)
         np.testing.assert_array_equal(runs[threads].target_coords, runs[1].target_coords)
+
+
+def test_simulation_building_blocks_check_their_settings():
+    """The lower-level entry points (as the benchmarks use them) check their settings before building anything."""
+    from sim.physics import CharacterSimulation, build_newton_model, contact_material
+
+    ch = build_character(table_quadruped())
+    with pytest.raises(ValueError, match=r"SolverConfig\.iterations"):
+        CharacterSimulation(ch, 30.0, 2, solver=SolverConfig(iterations=2.5))
+    with pytest.raises(ValueError, match=r"ContactConfig\.friction"):
+        build_newton_model(ch, contact=ContactConfig(friction=-1.0))
+    with pytest.raises(ValueError, match=r"ContactConfig\.penalty_stiffness_per_kg"):
+        contact_material(ch, ContactConfig(penalty_stiffness_per_kg=float("nan")))
