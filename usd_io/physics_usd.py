@@ -2,23 +2,29 @@
 
 Layout (Z up, SI units, ``metersPerUnit``/``kilogramsPerUnit`` authored)::
 
-    /World                               Xform (defaultPrim)
-      PhysicsScene                       UsdPhysics.Scene (gravity -Z, 9.81 m/s^2)
+    /<Character>                         Xform (defaultPrim, kind component): the referenceable character
       PhysicsMaterial                    UsdShade.Material + PhysicsMaterialAPI (friction, restitution;
                                          newton:contactStiffness/Damping/FrictionGain)
-      GroundPlane                        UsdGeom.Plane (Z) + CollisionAPI
-      <Character>                        Xform
-        <body>                           Xform at its pose + RigidBodyAPI + MassAPI (+ FilteredPairsAPI);
+      <body>                             Xform at its pose + RigidBodyAPI + MassAPI (+ FilteredPairsAPI);
                                          the root body also carries ArticulationRootAPI (floating base)
-          collider                       UsdGeom.Capsule (axis Z) + CollisionAPI, bound to the material
+        collider                         UsdGeom.Capsule (axis Z) + CollisionAPI, bound to the material
                                          (+ newton:contactGap, physxCollision:contactOffset/restOffset)
-        joints/<body>_joint              UsdPhysics.Joint (generic D6) between the parent and child bodies:
+      joints/<body>_joint                UsdPhysics.Joint (generic D6) between the parent and child bodies:
                                          localPos/Rot0/1 = the joint frames; transX/Y/Z locked (LimitAPI
                                          low > high); rotX/Y/Z limited (LimitAPI, degrees) and driven
                                          (DriveAPI "force": stiffness/damping per degree, target 0);
                                          newton:armature and physxJoint:armature (PhysxJointAPI);
                                          newton:limitStiffness / newton:limitDamping (per degree; one value
                                          per joint: the mean of its three axes')
+    /World                               Xform: the environment the character was simulated in
+      PhysicsScene                       UsdPhysics.Scene (gravity -Z, 9.81 m/s^2)
+      GroundMaterial                     the character's material values, for the ground
+      GroundPlane                        UsdGeom.Plane (Z) + CollisionAPI (+ the contact gap)
+
+Everything the character needs (its material included) lies under its prim, so a scene can reference the
+character alone (``references = @physics.usda@``: the defaultPrim) and bring its own scene and ground; a
+relationship to a prim outside a referenced prim is dropped by USD composition (the character's colliders would
+lose their contact material). Opened as a stage, the file simulates as tracked: character, scene and ground.
 
 Bodies are siblings (not nested), each joint frame's X/Y/Z are the character's joint coordinate axes, so a
 Newton D6 joint imported from the stage has the character's coordinates, limits and gains
@@ -76,12 +82,16 @@ def write_physics_stage(
 ) -> None:
     """Writes the character's articulation as a UsdPhysics stage, atomically.
 
+    The character is the root prim ``/<rig name>`` and the stage's defaultPrim, self-contained (its contact
+    material included), so a scene can reference it alone; the scene and ground it was simulated with are under
+    ``/World`` (see the module docstring).
+
     Args:
         path: output file (``.usda``/``.usdc``/``.usd``).
         character: a :class:`sim.physics.PhysicsCharacter`.
         body_pos, body_rot: initial world body frames [m] (B, 3) and [quat xyzw] (B, 4); default: the
             reference pose with the root at the rig's rest position.
-        friction, restitution: contact material of colliders and ground.
+        friction, restitution: contact material of the colliders and (a copy) of the ground.
         ground_height_m: ground plane height [m].
         gravity: gravitational acceleration magnitude [m/s^2] (along -Z).
         meters_per_unit, kilograms_per_unit: stage units; lengths, masses and inertias are divided accordingly.
@@ -94,7 +104,7 @@ def write_physics_stage(
     Raises:
         ValueError: bad shapes or units.
     """
-    from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics, UsdShade
+    from pxr import Gf, Kind, Sdf, Usd, UsdGeom, UsdPhysics, UsdShade
 
     from sim.rotations import matrix_to_quat
 
@@ -118,27 +128,33 @@ def write_physics_stage(
         UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
         UsdGeom.SetStageMetersPerUnit(stage, meters_per_unit)
         UsdPhysics.SetStageKilogramsPerUnit(stage, kilograms_per_unit)
-        world = UsdGeom.Xform.Define(stage, "/World")
-        stage.SetDefaultPrim(world.GetPrim())
+        char_name, world_name = unique_names([_name(character.rig.name), "World"])
+        root_path = f"/{char_name}"
+        root = UsdGeom.Xform.Define(stage, root_path).GetPrim()
+        Usd.ModelAPI(root).SetKind(Kind.Tokens.component)
+        stage.SetDefaultPrim(root)  # a reference without a prim path brings the character alone
+        world_path = f"/{world_name}"
+        UsdGeom.Xform.Define(stage, world_path)
 
-        scene = UsdPhysics.Scene.Define(stage, "/World/PhysicsScene")
+        scene = UsdPhysics.Scene.Define(stage, f"{world_path}/PhysicsScene")
         scene.CreateGravityDirectionAttr(Gf.Vec3f(0.0, 0.0, -1.0))
         scene.CreateGravityMagnitudeAttr(float(gravity * L))
 
-        material = UsdShade.Material.Define(stage, "/World/PhysicsMaterial")
-        mat_api = UsdPhysics.MaterialAPI.Apply(material.GetPrim())
-        mat_api.CreateStaticFrictionAttr(float(friction))
-        mat_api.CreateDynamicFrictionAttr(float(friction))
-        mat_api.CreateRestitutionAttr(float(restitution))
+        def define_material(material_path: str):
+            material = UsdShade.Material.Define(stage, material_path)
+            mat_api = UsdPhysics.MaterialAPI.Apply(material.GetPrim())
+            mat_api.CreateStaticFrictionAttr(float(friction))
+            mat_api.CreateDynamicFrictionAttr(float(friction))
+            mat_api.CreateRestitutionAttr(float(restitution))
+            if contact is not None:
+                mprim = material.GetPrim()
+                for attr, value in (("newton:contactStiffness", contact.stiffness * M),
+                                    ("newton:contactDamping", contact.damping * M),
+                                    ("newton:contactFrictionGain", contact.friction_gain * M)):  # fmt: skip
+                    mprim.CreateAttribute(attr, Sdf.ValueTypeNames.Float).Set(float(value))
+            return material
 
-        if contact is not None:
-            mprim = material.GetPrim()
-            for attr, value in (("newton:contactStiffness", contact.stiffness * M),
-                                ("newton:contactDamping", contact.damping * M),
-                                ("newton:contactFrictionGain", contact.friction_gain * M)):  # fmt: skip
-                mprim.CreateAttribute(attr, Sdf.ValueTypeNames.Float).Set(float(value))
-
-        def bind(prim):
+        def bind(prim, material):
             UsdShade.MaterialBindingAPI.Apply(prim).Bind(material, UsdShade.Tokens.weakerThanDescendants, "physics")
             if contact is not None:
                 gap = float(contact.gap_m * L)
@@ -146,19 +162,20 @@ def write_physics_stage(
                 prim.CreateAttribute("physxCollision:contactOffset", Sdf.ValueTypeNames.Float).Set(gap)
                 prim.CreateAttribute("physxCollision:restOffset", Sdf.ValueTypeNames.Float).Set(0.0)
 
-        ground = UsdGeom.Plane.Define(stage, "/World/GroundPlane")
+        ground = UsdGeom.Plane.Define(stage, f"{world_path}/GroundPlane")
         ground.CreateAxisAttr(UsdGeom.Tokens.z)
         extent = 50.0 * character.height * L
         ground.CreateWidthAttr(extent)
         ground.CreateLengthAttr(extent)
         UsdGeom.XformCommonAPI(ground).SetTranslate(Gf.Vec3d(0.0, 0.0, ground_height_m * L))
         UsdPhysics.CollisionAPI.Apply(ground.GetPrim())
-        bind(ground.GetPrim())
+        bind(ground.GetPrim(), define_material(f"{world_path}/GroundMaterial"))
 
-        root_path = f"/World/{_name(character.rig.name)}"
-        UsdGeom.Xform.Define(stage, root_path)
+        # the character's own material lives under its prim: relationships that leave a referenced prim are dropped
+        material = define_material(f"{root_path}/PhysicsMaterial")
 
-        names = unique_names([_name(n) for n in ["joints", *character.body_names]])[1:]  # "joints" is the Scope
+        reserved = ["joints", "PhysicsMaterial"]  # the joints' Scope and the material are the bodies' siblings
+        names = unique_names([*reserved, *(_name(n) for n in character.body_names)])[len(reserved) :]
         body_paths = [f"{root_path}/{n}" for n in names]
         for b in range(B):
             xf = UsdGeom.Xform.Define(stage, body_paths[b])
@@ -189,7 +206,7 @@ def write_physics_stage(
             cp.AddTranslateOp().Set(Gf.Vec3d(*(cap.center * L)))
             cp.AddOrientOp().Set(_quat(cap.rotation()))
             UsdPhysics.CollisionAPI.Apply(cp.GetPrim())
-            bind(cp.GetPrim())
+            bind(cp.GetPrim(), material)
 
         # collision filtering: non-adjacent pairs the character excludes (adjacent pairs are jointed)
         adjacent = set(character.adjacent_pairs())

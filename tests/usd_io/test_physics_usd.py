@@ -60,9 +60,9 @@ def test_stage_is_validator_clean(tmp_path, character):
     assert UsdGeom.GetStageMetersPerUnit(stage) == 1.0
     assert UsdPhysics.GetStageKilogramsPerUnit(stage) == 1.0
     # a floating articulation's root API sits on its root body, not on the character's Xform
-    assert not stage.GetPrimAtPath("/World/table").HasAPI(UsdPhysics.ArticulationRootAPI)
+    assert not stage.GetPrimAtPath("/table").HasAPI(UsdPhysics.ArticulationRootAPI)
     roots = [p.GetPath() for p in stage.Traverse() if p.HasAPI(UsdPhysics.ArticulationRootAPI)]
-    assert roots == [f"/World/table/{character.body_names[0]}"]
+    assert roots == [f"/table/{character.body_names[0]}"]
     scene = UsdPhysics.Scene(stage.GetPrimAtPath("/World/PhysicsScene"))
     assert scene.GetGravityMagnitudeAttr().Get() == pytest.approx(9.81)
     assert list(scene.GetGravityDirectionAttr().Get()) == [0.0, 0.0, -1.0]
@@ -143,7 +143,7 @@ def test_units_are_scaled(tmp_path, character):
 
     stage = Usd.Stage.Open(str(path))
     name = character.body_names[0]
-    mass = UsdPhysics.MassAPI(stage.GetPrimAtPath(f"/World/table/{name}")).GetMassAttr().Get()
+    mass = UsdPhysics.MassAPI(stage.GetPrimAtPath(f"/table/{name}")).GetMassAttr().Get()
     np.testing.assert_allclose(mass, character.body_mass[0] * 1000.0, rtol=MASS_RTOL)
     scene = UsdPhysics.Scene(stage.GetPrimAtPath("/World/PhysicsScene"))
     np.testing.assert_allclose(scene.GetGravityMagnitudeAttr().Get(), 981.0, rtol=1e-6)
@@ -193,3 +193,71 @@ def test_contact_material_reads_back_as_simulated(tmp_path, character):
     # without a contact material Newton falls back to its own default gap, not the simulated one
     write_physics_stage(tmp_path / "bare.usda", character)
     assert not np.allclose(np.array(_read_back(tmp_path / "bare.usda").shape_gap), simulated.rigid_gap)
+
+
+def test_referenced_character_keeps_its_contact_material(tmp_path, character, capfd):
+    """A user's scene (its own PhysicsScene and ground) references the character twice, once through the
+    defaultPrim and once by prim path: every collider's physics material resolves inside the reference with the
+    authored values, and Newton builds the simulated contacts (a binding to a material outside a referenced prim is
+    dropped by composition, and Newton then falls back to its default stiffness)."""
+    from pxr import Gf, Usd, UsdGeom, UsdPhysics, UsdShade
+
+    from sim.physics import ContactConfig, build_newton_builder, contact_material
+
+    contact = ContactConfig(contact_gap_fraction=0.02, penalty_stiffness_per_kg=3.0e3)
+    material = contact_material(character, contact)
+    friction, restitution = 0.6, 0.2
+    src = tmp_path / "physics.usda"
+    write_physics_stage(src, character, contact=material, friction=friction, restitution=restitution)
+    source = Usd.Stage.Open(str(src))
+    char_prim = source.GetDefaultPrim()
+    # the defaultPrim is the character: a root prim (the only kind every USD version accepts) holding the bodies
+    assert char_prim.GetPath().IsRootPrimPath()
+    assert sum(p.HasAPI(UsdPhysics.RigidBodyAPI) for p in Usd.PrimRange(char_prim)) == character.body_count
+    assert not any(p.IsA(UsdPhysics.Scene) or p.IsA(UsdGeom.Plane) for p in Usd.PrimRange(char_prim))
+
+    scene_path = tmp_path / "scene.usda"
+    stage = Usd.Stage.CreateNew(str(scene_path))
+    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
+    world = UsdGeom.Xform.Define(stage, "/World")
+    stage.SetDefaultPrim(world.GetPrim())
+    UsdPhysics.Scene.Define(stage, "/World/physicsScene")
+    ground = UsdGeom.Plane.Define(stage, "/World/ground")
+    ground.CreateAxisAttr(UsdGeom.Tokens.z)
+    UsdPhysics.CollisionAPI.Apply(ground.GetPrim())
+    holders = ["/World/fox0/char", "/World/fox1/char"]
+    for i, holder in enumerate(holders):
+        UsdGeom.Xform.Define(stage, holder.rsplit("/", 1)[0]).AddTranslateOp().Set(Gf.Vec3d(2.0 * i, 0.0, 0.0))
+        refs = stage.DefinePrim(holder).GetReferences()
+        refs.AddReference(str(src)) if i == 0 else refs.AddReference(str(src), char_prim.GetPath())
+    stage.GetRootLayer().Save()
+
+    composed = Usd.Stage.Open(str(scene_path))
+    assert "outside the scope of the reference" not in capfd.readouterr().err
+    assert [p.GetPath() for p in composed.Traverse() if p.IsA(UsdPhysics.Scene)] == ["/World/physicsScene"]
+    colliders = [p for p in composed.Traverse() if p.HasAPI(UsdPhysics.CollisionAPI) and p.GetPath() != "/World/ground"]
+    assert len(colliders) == 2 * character.body_count
+    for prim in colliders:
+        bound, _ = UsdShade.MaterialBindingAPI(prim).ComputeBoundMaterial("physics")
+        assert bound, prim.GetPath()
+        holder = next(h for h in holders if prim.GetPath().HasPrefix(h))
+        assert bound.GetPath().HasPrefix(holder)  # the material came with the character
+        phys = UsdPhysics.MaterialAPI(bound.GetPrim())
+        assert phys.GetStaticFrictionAttr().Get() == pytest.approx(friction)
+        assert phys.GetDynamicFrictionAttr().Get() == pytest.approx(friction)
+        assert phys.GetRestitutionAttr().Get() == pytest.approx(restitution)
+        for attr, want in (("newton:contactStiffness", material.stiffness), ("newton:contactDamping", material.damping),
+                           ("newton:contactFrictionGain", material.friction_gain)):  # fmt: skip
+            np.testing.assert_allclose(bound.GetPrim().GetAttribute(attr).Get(), want, rtol=GAIN_RTOL)
+        np.testing.assert_allclose(prim.GetAttribute("newton:contactGap").Get(), material.gap_m, rtol=GAIN_RTOL)
+
+    b = _read_back(scene_path)
+    simulated = build_newton_builder(character, sim.physics.SolverConfig(), contact)  # what tracking builds
+    assert b.body_count == 2 * character.body_count
+    caps = np.flatnonzero(np.array(b.shape_body) >= 0)
+    assert len(caps) == 2 * character.body_count
+    np.testing.assert_allclose(np.array(b.shape_gap)[caps], simulated.rigid_gap, rtol=GAIN_RTOL)
+    for name in ("shape_material_ke", "shape_material_kd", "shape_material_kf"):
+        np.testing.assert_allclose(np.array(getattr(b, name))[caps], getattr(simulated, name)[0], rtol=GAIN_RTOL)
+    np.testing.assert_allclose(np.array(b.shape_material_mu)[caps], friction, rtol=GAIN_RTOL)
+    np.testing.assert_allclose(np.array(b.shape_material_restitution)[caps], restitution, rtol=GAIN_RTOL)
