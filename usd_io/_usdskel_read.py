@@ -144,31 +144,62 @@ def _open_stage(path: Path):
     return stage
 
 
+def _enclosing_skel_root(prim):
+    """The nearest SkelRoot ancestor of ``prim``, or None."""
+    from pxr import UsdSkel
+
+    root = prim.GetParent()
+    while root and not root.IsA(UsdSkel.Root):
+        root = root.GetParent()
+    return root if root else None
+
+
 def _find_skeleton(stage, path: Path, skeleton: str | None):
-    """The Skeleton prim to import and its enclosing SkelRoot prim."""
+    """The Skeleton prim to import and its enclosing SkelRoot prim.
+
+    Without ``skeleton``, the candidates are the Skeletons inside a SkelRoot, in traversal order; those under the
+    stage's defaultPrim are preferred (the asset's declared entry point). When several remain, the first is read
+    and a :class:`UsdSkelWarning` names it, the others and the ``skeleton=`` argument that chooses.
+    """
     from pxr import Sdf, Usd, UsdSkel
 
+    predicate = Usd.TraverseInstanceProxies(Usd.PrimDefaultPredicate)
+    everything = list(Usd.PrimRange.Stage(stage, predicate))
+    candidates = [(p, r) for p in everything if p.IsA(UsdSkel.Skeleton) for r in [_enclosing_skel_root(p)] if r]
+
+    def listing() -> str:
+        return ", ".join(str(p.GetPath()) for p, _ in candidates) or "none"
+
     if skeleton is not None:
-        if not Sdf.Path.IsValidPathString(skeleton):
-            raise InputError(path, skeleton, "not a valid prim path")
+        sdf_path = Sdf.Path(skeleton) if Sdf.Path.IsValidPathString(skeleton) else None
+        if sdf_path is None or not (sdf_path.IsAbsolutePath() and sdf_path.IsPrimPath()):
+            raise InputError(path, skeleton, f"not an absolute prim path; Skeletons in the stage: {listing()}")
         prim = stage.GetPrimAtPath(skeleton)
         if not prim or not prim.IsA(UsdSkel.Skeleton):
-            raise InputError(path, skeleton, "no Skeleton prim at this path")
-        root = prim.GetParent()
-        while root and not root.IsA(UsdSkel.Root):
-            root = root.GetParent()
-        if not root:
+            raise InputError(path, skeleton, f"no Skeleton prim at this path; Skeletons in the stage: {listing()}")
+        root = _enclosing_skel_root(prim)
+        if root is None:
             raise InputError(path, skeleton, "the Skeleton is not inside a SkelRoot")
         return prim, root
-    predicate = Usd.TraverseInstanceProxies(Usd.PrimDefaultPredicate)
-    roots = [p for p in Usd.PrimRange.Stage(stage, predicate) if p.IsA(UsdSkel.Root)]
-    if not roots:
-        raise InputError(path, "SkelRoot", "no SkelRoot prim in the stage")
-    for root in roots:
-        for prim in Usd.PrimRange(root, predicate):
-            if prim.IsA(UsdSkel.Skeleton):
-                return prim, root
-    raise InputError(path, str(roots[0].GetPath()), "no Skeleton prim under the SkelRoot")
+    if not candidates:
+        roots = [p for p in everything if p.IsA(UsdSkel.Root)]
+        if not roots:
+            raise InputError(path, "SkelRoot", "no SkelRoot prim in the stage")
+        raise InputError(path, str(roots[0].GetPath()), "no Skeleton prim under the SkelRoot")
+    default = stage.GetDefaultPrim()
+    preferred = [(p, r) for p, r in candidates if default and p.GetPath().HasPrefix(default.GetPath())]
+    chosen = preferred or candidates
+    if len(chosen) > 1:
+        prim = chosen[0][0]
+        others = ", ".join(str(p.GetPath()) for p, _ in chosen[1:])
+        scope = f"under the defaultPrim {default.GetPath()}" if preferred else "in the stage"
+        warnings.warn(
+            f"{path}: {prim.GetPath()}: {len(chosen)} Skeletons {scope}; read this one (the first in traversal"
+            f" order), not {others}; choose with skeleton='<Skeleton prim path>'",
+            UsdSkelWarning,
+            3,
+        )
+    return chosen[0]
 
 
 class _Skeleton:
@@ -411,8 +442,9 @@ def read_usdskel(path: str | Path, *, skeleton: str | None = None) -> Asset:
 
     Args:
         path: a ``.usd``, ``.usda`` or ``.usdc`` file.
-        skeleton: prim path of the Skeleton to read; default: the first Skeleton under the first SkelRoot
-            that has one.
+        skeleton: absolute prim path of the Skeleton to read (inside a SkelRoot); default: the Skeleton under
+            the stage's defaultPrim, else the one in the stage. When several qualify, the first in traversal
+            order is read and a :class:`UsdSkelWarning` names it and the others.
 
     Returns:
         the asset in our frame (SI metres, Z-up): the rig (named after the SkelRoot's displayName or name),
@@ -420,8 +452,12 @@ def read_usdskel(path: str | Path, *, skeleton: str | None = None) -> Asset:
         under the SkelRoot as a clip (the one bound as ``skel:animationSource`` first), sampled at the union of
         its authored time samples with ``times = (timeCode - startTimeCode) / timeCodesPerSecond``.
 
+    Warns:
+        UsdSkelWarning: several Skeletons to choose from (see ``skeleton``); ignored content.
+
     Raises:
-        InputError: unreadable file, no SkelRoot or Skeleton, joints not parents-first, missing rest and bind
+        InputError: unreadable file, no SkelRoot or Skeleton, ``skeleton`` naming no Skeleton inside a SkelRoot
+            (the message lists the stage's Skeletons), joints not parents-first, missing rest and bind
             transforms, scaled joints, mismatched array sizes, NaN weights (the message names file and
             prim/attribute).
     """

@@ -41,18 +41,24 @@ class Asset:
         return self.clips[name]
 
 
-def load_asset(source: str | Path, **options) -> Asset:
+def load_asset(source: str | Path, *, skeleton: str | None = None, **options) -> Asset:
     """Reads a rig and its clips from ``source``.
 
     Args:
         source: a ``.gltf``/``.glb``, ``.bvh`` or ``.usd``/``.usda``/``.usdc`` file, or ``procedural:NAME``
             (see :func:`sim.characters.procedural_asset_names`).
+        skeleton: USD files only: absolute prim path of the Skeleton to read (``"/World/B/C/Skeleton"``); default:
+            the one under the stage's defaultPrim, the first (with a :class:`usd_io.UsdSkelWarning`) when several
+            qualify (see :func:`usd_io.read_usdskel`).
         **options: passed to the reader (e.g. ``meters_per_unit`` for BVH).
 
     Raises:
-        InputError: unreadable or malformed file, unknown format (the message names file and field).
+        InputError: unreadable or malformed file, unknown format, ``skeleton`` naming no Skeleton in a SkelRoot or
+            given for a source that is not a USD file (the message names file and field).
     """
     text = str(source)
+    if skeleton is not None and not text.lower().endswith((".usd", ".usda", ".usdc")):
+        raise InputError(text, "skeleton", "only USD files hold Skeleton prims to choose from")
     if text.startswith(PROCEDURAL_PREFIX):
         from sim import characters
 
@@ -77,7 +83,7 @@ def load_asset(source: str | Path, **options) -> Asset:
     if suffix in (".usd", ".usda", ".usdc"):
         from ._usdskel_read import read_usdskel
 
-        return read_usdskel(path, **options)
+        return read_usdskel(path, skeleton=skeleton, **options)
     raise InputError(
         path, "extension", f"unsupported format {suffix!r} (expected .gltf, .glb, .bvh, .usd, .usda, .usdc)"
     )

@@ -547,6 +547,89 @@ def test_animation_scales_are_checked(tmp_path, rig, clips):
         read_usdskel(path)
 
 
+# -- (f) several skeletons in one stage -------------------------------------------------------------------------
+def _small_rig() -> Rig:
+    """A three-joint chain with no meshes, distinguishable from :func:`make_rig` by its joints."""
+    q = axis_angle_to_quat(np.zeros((3, 3)))
+    return Rig(["base", "mid", "tip"], [-1, 0, 1], np.array([[0, 0, 0.5], [0, 0, 0.3], [0, 0, 0.2]]), q, name="chain")
+
+
+def _scene_with_references(path, layout, default="World"):
+    """A stage whose prims reference whole-asset layers (their defaultPrim): ``layout`` maps prim path -> layer."""
+    stage = Usd.Stage.CreateNew(str(path))
+    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
+    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
+    for prim_path, layer in layout.items():
+        for ancestor in Sdf.Path(prim_path).GetPrefixes()[:-1]:
+            UsdGeom.Xform.Define(stage, ancestor)
+        stage.DefinePrim(prim_path).GetReferences().AddReference(str(layer))
+    if default:
+        stage.SetDefaultPrim(stage.GetPrimAtPath(f"/{default}"))
+    stage.GetRootLayer().Save()
+
+
+def test_several_skeletons_warn_and_choose(tmp_path, rig, clips):
+    """Two SkelRoots under the defaultPrim: the first in namespace order is read with a warning naming both and the
+    way to choose; ``skeleton=`` (through read_usdskel or load_asset) reads the other silently."""
+    import warnings
+
+    write_usdskel(tmp_path / "test_rig.usda", rig, clips[:1])
+    write_usdskel(tmp_path / "chain.usda", _small_rig())
+    path = tmp_path / "scene.usda"
+    _scene_with_references(path, {"/World/B/C": tmp_path / "chain.usda", "/World/A": tmp_path / "test_rig.usda"})
+    with pytest.warns(UsdSkelWarning) as record:
+        asset = read_usdskel(path)
+    assert asset.rig.joint_names == ("base", "mid", "tip")  # /World/B/C comes first in namespace order
+    (message,) = [str(w.message) for w in record]
+    assert message.startswith(f"{path}: /World/B/C/Skeleton: 2 Skeletons under the defaultPrim /World")
+    assert "/World/A/Skeleton" in message and "skeleton=" in message
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for read in (read_usdskel, load_asset):
+            chosen = read(path, skeleton="/World/A/Skeleton")
+            assert chosen.rig.joint_names == rig.joint_names and list(chosen.clips) == [clips[0].name]
+            np.testing.assert_allclose(chosen.rig.rest_translations, rig.rest_translations, atol=MATRIX_ATOL)
+            assert read(path, skeleton="/World/B/C/Skeleton").rig.joint_names == ("base", "mid", "tip")
+    for bad, problem in (("/World/A", "no Skeleton prim at this path"), ("World/A/Skeleton", "not an absolute"),
+                         ("/World/A/Skeleton.joints", "not an absolute")):  # fmt: skip
+        with pytest.raises(InputError) as err:
+            load_asset(path, skeleton=bad)
+        assert (err.value.path, err.value.field) == (str(path), bad)
+        assert problem in err.value.problem
+        assert err.value.problem.endswith("Skeletons in the stage: /World/B/C/Skeleton, /World/A/Skeleton")
+
+
+def test_skeleton_under_the_default_prim_is_preferred(tmp_path, rig):
+    """A SkelRoot outside the defaultPrim (first in traversal order) is not read, and nothing is reported."""
+    import warnings
+
+    write_usdskel(tmp_path / "test_rig.usda", rig)
+    write_usdskel(tmp_path / "chain.usda", _small_rig())
+    path = tmp_path / "scene.usda"
+    _scene_with_references(path, {"/Other": tmp_path / "chain.usda", "/Asset/Char": tmp_path / "test_rig.usda"},
+                           default="Asset")  # fmt: skip
+    stage = Usd.Stage.Open(str(path))
+    assert next(str(p.GetPath()) for p in stage.Traverse() if p.IsA(UsdSkel.Skeleton)) == "/Other/Skeleton"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert read_usdskel(path).rig.joint_names == rig.joint_names
+    # no defaultPrim: both count, the first is read with a warning
+    stage.GetRootLayer().ClearDefaultPrim()
+    stage.Save()
+    with pytest.warns(UsdSkelWarning, match=r"/Other/Skeleton: 2 Skeletons in the stage; .* /Asset/Char/Skeleton"):
+        assert read_usdskel(path).rig.joint_names == ("base", "mid", "tip")
+
+
+def test_skeleton_choice_is_for_usd_files_only(tmp_path):
+    with pytest.raises(InputError) as err:
+        load_asset("procedural:quadruped-walk", skeleton="/Root/Skeleton")
+    assert (err.value.path, err.value.field) == ("procedural:quadruped-walk", "skeleton")
+    path = tmp_path / "walk.bvh"
+    path.write_text("HIERARCHY\n")
+    with pytest.raises(InputError, match=r"walk\.bvh: skeleton: only USD files"):
+        load_asset(path, skeleton="/Root/Skeleton")
+
+
 def test_missing_file_through_dispatcher(tmp_path):
     with pytest.raises(InputError, match="no such file"):
         load_asset(tmp_path / "missing.usda")
