@@ -2,7 +2,8 @@
 
 Layout (``<...>`` = sanitized, unique identifiers; original names kept in ``displayName`` / ``jointNames``)::
 
-    /<rig>                      SkelRoot (defaultPrim, kind = component, extent sampled over the bound clip)
+    /<rig>                      SkelRoot (defaultPrim, kind = component, extent: the skinned meshes' bounds in
+                                the rest pose (default) and at every time code of the bound clip)
         Skeleton                Skeleton + SkelBindingAPI (skel:animationSource -> the bound clip)
         Animations              Scope
             <clip>              SkelAnimation per clip (time-sampled translations/rotations/scales)
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sim import Motion, Rig
+from sim import Motion, Rig, skin_motion
 from sim.rotations import transform_matrix
 
 from ._usd_names import unique_identifiers
@@ -77,6 +78,43 @@ def _snap_time_codes(codes: np.ndarray) -> np.ndarray:
     """Whole numbers for time codes within :data:`TIME_CODE_SNAP` of one; others unchanged (keys are not moved)."""
     whole = np.round(codes)
     return np.where(np.abs(codes - whole) <= TIME_CODE_SNAP, whole, codes)
+
+
+EXTENT_PADDING = 1e-5
+"""Outward padding of the SkelRoot extent [fraction of its largest side]: float32 skinning (Pixar's, a renderer's)
+lands within ~1e-6 of the size of ours, and the float32 extent is rounded outward on top."""
+
+EXTENT_CHUNK_POINTS = 2_000_000
+"""Skinned points computed at once for the extent (frames x vertices), bounding memory on long, dense clips."""
+
+
+def skinned_extents(rig: Rig, motion: Motion, length_scale: float = 1.0) -> np.ndarray:
+    """Bounds of all the rig's skinned meshes at every frame of ``motion`` (a SkelRoot's extent).
+
+    Args:
+        rig: a rig with at least one mesh.
+        motion: the motion that poses it.
+        length_scale: stage units per metre.
+
+    Returns:
+        (min, max) corners per frame in stage units, float32, shape (F, 2, 3), padded outward by
+        :data:`EXTENT_PADDING` of the largest side so that float32 skinnings of the same pose stay inside.
+    """
+    lo = np.full((motion.frame_count, 3), np.inf)
+    hi = np.full((motion.frame_count, 3), -np.inf)
+    for mesh in rig.meshes:
+        step = max(1, EXTENT_CHUNK_POINTS // max(mesh.vertex_count, 1))
+        for start in range(0, motion.frame_count, step):
+            stop = min(start + step, motion.frame_count)
+            points, _ = skin_motion(rig, motion.slice(start, stop), mesh=mesh)
+            lo[start:stop] = np.minimum(lo[start:stop], points.min(axis=1))
+            hi[start:stop] = np.maximum(hi[start:stop], points.max(axis=1))
+    lo, hi = lo * length_scale, hi * length_scale
+    pad = EXTENT_PADDING * (hi - lo).max(axis=1, keepdims=True)
+    lo32, hi32 = (lo - pad).astype(np.float32), (hi + pad).astype(np.float32)
+    lo32 = np.where(lo32 > lo - pad, np.nextafter(lo32, np.float32(-np.inf)), lo32)  # round outward
+    hi32 = np.where(hi32 < hi + pad, np.nextafter(hi32, np.float32(np.inf)), hi32)
+    return np.ascontiguousarray(np.stack([lo32, hi32], axis=1))
 
 
 def write_usdskel(
@@ -217,12 +255,12 @@ def write_usdskel(
             )
             binding.CreateGeomBindTransformAttr(identity)
 
-        # -- SkelRoot bounds: the skinned extent of the bound animation at every time code ----------------
-        root_extent = skel_root.CreateExtentAttr()
-        for code in [None, *bound_codes]:
-            tc = Usd.TimeCode.Default() if code is None else Usd.TimeCode(code)
-            extent = UsdGeom.Boundable.ComputeExtentFromPlugins(skel_root, tc)
-            if extent is not None and len(extent) == 2:
-                root_extent.Set(extent, tc)
+        # -- SkelRoot bounds: the skinned meshes' extent at the default time and every code of the bound clip --
+        if rig.meshes:
+            root_extent = skel_root.CreateExtentAttr()
+            root_extent.Set(Vt.Vec3fArray.FromNumpy(skinned_extents(rig, Motion.rest(rig), scale)[0]))
+            if bound is not None:
+                for code, extent in zip(bound_codes, skinned_extents(rig, clips[bound], scale)):
+                    root_extent.Set(Vt.Vec3fArray.FromNumpy(extent), Usd.TimeCode(code))
 
         stage.GetRootLayer().Export(str(tmp))
