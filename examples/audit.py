@@ -5,12 +5,15 @@
 #   .venv/bin/python examples/audit.py --input procedural:biped-walk --output out/audit-biped
 #
 # Writes OUTPUT/report.json (every metric, threshold, pass/fail per check, failing frame ranges, body parts),
-# OUTPUT/timeline.png and OUTPUT/worst_frame.png, each atomically.
-# Exit status: 0 when every check passes, 1 when any fails, 2 on bad input (one line naming file and problem).
+# OUTPUT/timeline.png and OUTPUT/worst_frame.png, each atomically; an earlier report there is removed first, and
+# an interrupted write is removed, never left half-written.
+# Exit status: 0 when every check passes, 1 when any fails, 2 on bad input (one line naming file and problem),
+# 130 interrupted by Ctrl-C, 143 stopped by SIGTERM (kill, docker stop: handled as Ctrl-C is).
 """Audit an animation (UsdSkel stage, glTF clip, BVH, or procedural:NAME) for physical plausibility."""
 
 from __future__ import annotations
 
+import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +22,7 @@ import tyro
 
 from sim import RigError
 from sim.audit import AuditConfig
-from usd_io import InputError, audit_asset, load_asset, write_audit
+from usd_io import AUDIT_FILES, InputError, audit_asset, load_asset, write_audit
 
 
 @dataclass
@@ -36,7 +39,37 @@ class AuditCliConfig:
     """Thresholds and contact settings (all lengths relative to the character's size)."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt so that the same clean-up runs."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated
+
+
+def _interrupt_status(e: KeyboardInterrupt) -> int:
+    """The exit status of an interrupted run: 130 (128 + SIGINT) for Ctrl-C, 143 (128 + SIGTERM) for SIGTERM."""
+    return 143 if isinstance(e, Terminated) else 130
+
+
+def _remove_report(folder: Path) -> None:
+    """Removes the report files (and temporary files of writes killed midway) from ``folder``."""
+    for name in AUDIT_FILES:
+        path = folder / name
+        path.unlink(missing_ok=True)
+        for tmp in folder.glob(f".{path.stem}.*.tmp{path.suffix}"):  # atomic_output's temporary names
+            tmp.unlink(missing_ok=True)
+
+
 def main(cfg: AuditCliConfig) -> int:
+    try:
+        return _audit(cfg)
+    except KeyboardInterrupt as e:
+        print(f"interrupted: no report written to {cfg.output}", file=sys.stderr)
+        return _interrupt_status(e)
+
+
+def _audit(cfg: AuditCliConfig) -> int:
     options = {}
     if cfg.meters_per_unit is not None:
         if not cfg.input.lower().endswith(".bvh"):
@@ -58,7 +91,14 @@ def main(cfg: AuditCliConfig) -> int:
         print(f"error: {cfg.input}: {e}", file=sys.stderr)
         return 2
     try:
-        write_audit(cfg.output, asset.rig, report=report, motion=asset.clip(cfg.clip))
+        # an earlier report's files would pass for this one's until each is replaced (or for ever, when interrupted)
+        if cfg.output.is_dir():
+            _remove_report(cfg.output)
+        try:
+            write_audit(cfg.output, asset.rig, report=report, motion=asset.clip(cfg.clip))
+        except KeyboardInterrupt:
+            _remove_report(cfg.output)  # half a report
+            raise
     except InputError as e:  # the folder cannot be created or written (names it and the reason)
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -71,4 +111,5 @@ def main(cfg: AuditCliConfig) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _raise_terminated)
     sys.exit(main(tyro.cli(AuditCliConfig, description=__doc__)))

@@ -3,11 +3,17 @@
 #   .venv/bin/python examples/convert.py --input procedural:quadruped --output out/quadruped.usda
 #   .venv/bin/python examples/convert.py --input ../shared/assets/gltf/Fox.glb --output fox.usda --clip Walk
 #
-# Exit status: 0 on success, 2 on bad input (one-line error naming the file and the problem; nothing written).
+# Writes OUTPUT atomically and, unless --no-audit, OUTPUT.audit/CLIP/ for every written clip; an earlier run's
+# OUTPUT.audit is removed first (also with --no-audit), and an interrupted audit is removed, never left half-written.
+# Exit status: 0 on success, 2 on bad input (one-line error naming the file and the problem; nothing written),
+# 130 interrupted by Ctrl-C, 143 stopped by SIGTERM (kill, docker stop: handled as Ctrl-C is); one line names what
+# was written.
 """Convert glTF / BVH / USD / procedural characters to UsdSkel (SkelRoot, Skeleton, SkelAnimation, skinned mesh)."""
 
 from __future__ import annotations
 
+import shutil
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +39,19 @@ class ConvertConfig:
     timeline.png and worst_frame.png (see examples/audit.py)."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt so that the same clean-up runs."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated
+
+
+def _interrupt_status(e: KeyboardInterrupt) -> int:
+    """The exit status of an interrupted run: 130 (128 + SIGINT) for Ctrl-C, 143 (128 + SIGTERM) for SIGTERM."""
+    return 143 if isinstance(e, Terminated) else 130
+
+
 def main(cfg: ConvertConfig) -> int:
     options = {}
     if cfg.meters_per_unit is not None:
@@ -41,35 +60,50 @@ def main(cfg: ConvertConfig) -> int:
             return 2
         options["meters_per_unit"] = cfg.meters_per_unit
     audit_root = cfg.output.with_name(cfg.output.name + ".audit")
+    written = False
     try:
-        if cfg.audit and audit_root.exists() and not audit_root.is_dir():  # fail before writing the stage
-            raise InputError(audit_root, "output", "the audit folder is a file (or pass --no-audit)")
-        asset = load_asset(cfg.input, **options)
-        clips = [asset.clip(cfg.clip)] if cfg.clip is not None else list(asset.clips.values())
-        write_usdskel(cfg.output, asset.rig, clips)
-    except (InputError, RigError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyError as e:  # unknown clip name; the message lists the available ones
-        print(f"error: {e.args[0]}", file=sys.stderr)
-        return 2
-    rig = asset.rig
-    vertices = sum(m.vertex_count for m in rig.meshes)
-    listed = ", ".join(f"{c.name} ({c.frame_count} keys)" for c in clips) or "none"
-    print(f"wrote {cfg.output}: rig {rig.name!r} ({rig.joint_count} joints, {vertices} vertices), clips: {listed}")
-    if cfg.audit and clips:
-        for motion in clips:
-            folder = audit_root / audit_folder_name(motion.name)
-            try:
-                report = write_audit(folder, rig, motion, source=f"{cfg.input}#{motion.name}")
-            except InputError as e:  # e.g. OUTPUT.audit is a file
-                print(f"error: {e}", file=sys.stderr)
-                return 2
-            failed = ", ".join(c.name for c in report.failed_checks)
-            print(f"audit {motion.name}: {'failed ' + failed if failed else 'passed'}")
-        print(f"wrote {audit_root}/")
-    return 0
+        try:
+            if cfg.audit and audit_root.exists() and not audit_root.is_dir():  # fail before writing the stage
+                raise InputError(audit_root, "output", "the audit folder is a file (or pass --no-audit)")
+            asset = load_asset(cfg.input, **options)
+            clips = [asset.clip(cfg.clip)] if cfg.clip is not None else list(asset.clips.values())
+            write_usdskel(cfg.output, asset.rig, clips)
+            written = True
+            # an earlier run's audit (other clips, or none wanted) would pass for this stage's
+            if audit_root.is_dir():
+                shutil.rmtree(audit_root)
+        except (InputError, RigError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        except KeyError as e:  # unknown clip name; the message lists the available ones
+            print(f"error: {e.args[0]}", file=sys.stderr)
+            return 2
+        rig = asset.rig
+        vertices = sum(m.vertex_count for m in rig.meshes)
+        listed = ", ".join(f"{c.name} ({c.frame_count} keys)" for c in clips) or "none"
+        print(f"wrote {cfg.output}: rig {rig.name!r} ({rig.joint_count} joints, {vertices} vertices), clips: {listed}")
+        if cfg.audit and clips:
+            for motion in clips:
+                folder = audit_root / audit_folder_name(motion.name)
+                try:
+                    report = write_audit(folder, rig, motion, source=f"{cfg.input}#{motion.name}")
+                except InputError as e:  # e.g. OUTPUT.audit is a file
+                    print(f"error: {e}", file=sys.stderr)
+                    return 2
+                failed = ", ".join(c.name for c in report.failed_checks)
+                print(f"audit {motion.name}: {'failed ' + failed if failed else 'passed'}")
+            print(f"wrote {audit_root}/")
+        return 0
+    except KeyboardInterrupt as e:
+        if written:  # a half-written audit (or an earlier run's) would pass for this stage's
+            if audit_root.is_dir():
+                shutil.rmtree(audit_root)
+            print(f"interrupted: wrote {cfg.output}, its audit unfinished (removed)", file=sys.stderr)
+        else:
+            print(f"interrupted: {cfg.output} not written", file=sys.stderr)
+        return _interrupt_status(e)
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _raise_terminated)
     sys.exit(main(tyro.cli(ConvertConfig, description=__doc__)))

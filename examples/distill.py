@@ -11,12 +11,14 @@
 #
 # Exit status: 0 on success; 2 on bad input (asset, clip, settings, device, missing model weights, a checkpoint
 # that cannot be continued or an earlier run's checkpoint in OUTPUT without --resume/--overwrite), with a one-line
-# error; 1 when a step's loss or gradient is not finite (the last checkpoint is kept); 130 on Ctrl-C.
+# error; 1 when a step's loss or gradient is not finite (the last checkpoint is kept); 130 on Ctrl-C, 143 on
+# SIGTERM (kill, docker stop, a Slurm time limit: handled as Ctrl-C is).
 """Distil a motion for a rigged character (glTF / USD / procedural) by video score distillation."""
 
 from __future__ import annotations
 
 import dataclasses
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +39,20 @@ from sim import RigError  # noqa: E402
 from sim.audit import AuditConfig  # noqa: E402
 from sim.contact_metrics import joint_limits_from_motions  # noqa: E402
 from usd_io import AUDIT_FILES, InputError, load_asset, write_audit  # noqa: E402
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (kill, docker stop, a Slurm time limit), raised where Ctrl-C raises KeyboardInterrupt so that the
+    same clean-up runs."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated
+
+
+def _interrupt_status(e: KeyboardInterrupt) -> int:
+    """The exit status of an interrupted run: 130 (128 + SIGINT) for Ctrl-C, 143 (128 + SIGTERM) for SIGTERM."""
+    return 143 if isinstance(e, Terminated) else 130
 
 
 @dataclass
@@ -195,12 +211,12 @@ def main(cli: DistillCLI) -> int:
     except FloatingPointError as e:  # a non-finite loss or gradient; nothing of that step was saved
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         if ckpt.is_file():
             print(f"interrupted: continue with --resume (checkpoint {ckpt})", file=sys.stderr)
         else:
             print("interrupted before the first checkpoint was written; nothing to resume", file=sys.stderr)
-        return 130
+        return _interrupt_status(e)
     seconds = sum(r["seconds"] for r in result.log)
     print(f"wrote {cli.output / 'motion.usda'}: {cfg.frames} frames at {cfg.fps:g} fps, {len(result.log)} steps")
     print(f"optimization time {seconds:.1f} s ({result.steps_run} steps in this call)")
@@ -240,4 +256,13 @@ def _audit(cli: DistillCLI, asset, motion) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(tyro.cli(DistillCLI, description=__doc__)))
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    cli = tyro.cli(DistillCLI, description=__doc__)
+    try:
+        status = main(cli)
+    except KeyboardInterrupt as e:  # outside the optimization (loading the models, the audit): one line, no traceback
+        ckpt = cli.output / "checkpoint.pt"
+        resume = f"continue with --resume (checkpoint {ckpt})" if ckpt.is_file() else "nothing to resume"
+        print(f"interrupted: {resume}", file=sys.stderr)
+        status = _interrupt_status(e)
+    sys.exit(status)

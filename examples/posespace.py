@@ -15,13 +15,15 @@
 # train refuses an --output folder holding an earlier run (checkpoint.pt or posespace.pt): --resume continues it,
 # --overwrite starts afresh there.
 # Exit status: 0 on success, 1 when training diverges (the last good checkpoint is kept), 2 on bad input or a refused
-# folder (one line naming the file and the problem), 130 on Ctrl-C (train names the checkpoint to --resume from).
+# folder (one line naming the file and the problem), 130 on Ctrl-C (train names the checkpoint to --resume from),
+# 143 on SIGTERM (kill, docker stop, a Slurm time limit: handled as Ctrl-C is).
 """Pose space: train | sample | ik | interpolate | evaluate (see the banner above)."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -50,6 +52,20 @@ from posespace import (  # noqa: E402
 from posespace.training import DEFAULT_HELDOUT, DEFAULT_TRAIN_DATA  # noqa: E402
 from sim import RigError  # noqa: E402
 from usd_io import InputError, atomic_output, load_asset, make_folder, write_audit, write_usdskel  # noqa: E402
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (kill, docker stop, a Slurm time limit), raised where Ctrl-C raises KeyboardInterrupt so that the
+    same clean-up runs."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated
+
+
+def _interrupt_status(e: KeyboardInterrupt) -> int:
+    """The exit status of an interrupted run: 130 (128 + SIGINT) for Ctrl-C, 143 (128 + SIGTERM) for SIGTERM."""
+    return 143 if isinstance(e, Terminated) else 130
 
 
 @dataclass
@@ -369,12 +385,12 @@ def main(cfg) -> int:
         _save_config(cfg, out)
         print(message)
         return 0
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         if isinstance(cfg, TrainConfig):
             print(_interrupted_training(cfg), file=sys.stderr)
         else:
             print("interrupted: nothing written", file=sys.stderr)
-        return 130
+        return _interrupt_status(e)
     except FloatingPointError as e:  # training diverged; the last good checkpoint is kept
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -390,4 +406,5 @@ if __name__ == "__main__":
     import warnings
 
     warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"  # one line, no source echo
+    signal.signal(signal.SIGTERM, _raise_terminated)
     sys.exit(main(tyro.cli(Command, description=__doc__)))

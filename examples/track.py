@@ -10,8 +10,11 @@
 # (reference ghosted beside it) and OUTPUT/audit/ (plausibility report of the physical motion). The projection
 # checkpoints to OUTPUT/projection_checkpoint.npz; an interrupted run continues with --resume.
 # The checkpoint is kept after a finished run (--resume then rewrites the outputs from it without simulating).
+# A run into a folder holding an earlier run removes that run's outputs (all but the checkpoint) before it writes
+# its own, and writes metrics.json last, with "complete": true: a folder without it holds an interrupted run.
 # Exit status: 0 done (see metrics.json "success"), 1 the simulation blew up (no tracked.usda, no preview),
-# 2 bad input, a checkpoint of another job or an unwritable checkpoint, 130 interrupted (resumable).
+# 2 bad input, a checkpoint of another job or an unwritable checkpoint, 130 interrupted by Ctrl-C (a projection
+# continues with --resume), 143 stopped by SIGTERM (kill, docker stop, a Slurm time limit: handled as Ctrl-C is).
 """Physically track a clip: PD tracking or AKD-style physics projection with ground contact and self-collision."""
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import tyro
 
 from sim import RigError
@@ -86,6 +91,20 @@ class TrackConfig:
     projection: ProjectionConfig = field(default_factory=ProjectionConfig)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt so that the same clean-up runs (temporary files
+    removed, one line naming what is left)."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated
+
+
+def _interrupt_status(e: KeyboardInterrupt) -> int:
+    """The exit status of an interrupted run: 130 (128 + SIGINT) for Ctrl-C, 143 (128 + SIGTERM) for SIGTERM."""
+    return 143 if isinstance(e, Terminated) else 130
+
+
 def _json_default(x):
     if isinstance(x, Path):
         return str(x)
@@ -123,6 +142,33 @@ def _feasibility_note(character, ref, cfg: TrackConfig) -> str | None:
 
 
 CHECKPOINT_NAME = "projection_checkpoint.npz"
+OUTPUT_FILES = ("metrics.json", "tracked.usda", "physics.usda", "config.json", "preview.gif")
+"""The files of a run (besides audit/ and the checkpoint, which --resume needs); metrics.json is removed first and
+written last."""
+
+
+def _remove_earlier_outputs(out: Path) -> None:
+    """Removes an earlier run's outputs from ``out`` (and temporary files of writes killed midway), all but the
+    projection checkpoint: none of them may pass for this run's."""
+    for name in OUTPUT_FILES:
+        path = out / name
+        path.unlink(missing_ok=True)
+        for tmp in out.glob(f".{path.stem}.*.tmp{path.suffix}"):  # atomic_output's temporary names
+            tmp.unlink(missing_ok=True)
+    if (out / "audit").is_dir():
+        shutil.rmtree(out / "audit")
+
+
+def _stage_lift(character, body_pos: np.ndarray, body_rot: np.ndarray, ground_m: float, gap_m: float) -> float:
+    """How far [m] to raise the physics stage's pose so that its lowest capsule point lies at the ground plus the
+    contact gap (0 when it lies there or higher).
+
+    The stage pose is the reference pose (mean joint angles) placed at the first simulated frame's root; it can
+    reach lower than that frame (the Fox's front paws started 1-1.25 cm below the ground).
+    """
+    a, b = character.capsule_world(body_pos, body_rot)
+    lowest = float(np.min(np.minimum(a[:, 2], b[:, 2]) - character.capsule_radii))
+    return max(0.0, ground_m + gap_m - lowest)
 
 
 def _pose_space_filter(cfg: TrackConfig, rig):
@@ -193,13 +239,37 @@ def _project(character, ref, cfg: TrackConfig, checkpoint: ProjectionCheckpoint,
     finally:
         bar.close()
     if result.info.get("resumed"):
-        r = result.info["resumed"]
-        where = "its finished state" if r["finished"] else f"pass {r['pass'] + 1}, frame {r['frame']}"
-        print(f"resumed from {where}")
+        print(_resumed_text(result.info["resumed"], result.info["passes"], max(1, cfg.projection.passes)))
     return result
 
 
+def _resumed_text(resumed: dict, passes_run: int, passes: int) -> str:
+    """Where a resumed projection continued: ``resumed`` is ``info["resumed"]`` of :func:`sim.physics.project`
+    (``pass``: index of the checkpoint's last pass, ``finished``: that pass is done), ``passes_run`` the passes
+    the result holds, ``passes`` the passes asked for (a blown-up pass ends the run early)."""
+    done = resumed["pass"] + 1
+    if not resumed["finished"]:
+        return f"resumed from pass {done} of {passes}, frame {resumed['frame']}"
+    if passes_run == done:  # nothing was left to simulate
+        return f"resumed from its finished state ({done} of {passes} passes done)"
+    return f"resumed after pass {done} of {passes}"
+
+
 def main(cfg: TrackConfig) -> int:
+    try:
+        return _run(cfg)
+    except KeyboardInterrupt as e:  # while loading or preparing: nothing written
+        print(f"interrupted before the simulation: nothing written{_earlier_run_note(cfg.output)}", file=sys.stderr)
+        return _interrupt_status(e)
+
+
+def _earlier_run_note(out: Path) -> str:
+    if (out / "metrics.json").is_file():
+        return f" ({out} still holds the earlier run's outputs)"
+    return ""
+
+
+def _run(cfg: TrackConfig) -> int:
     try:
         for part in (cfg.reference, cfg.character, cfg.tracking, cfg.projection):
             part.check()  # a bad setting fails here, in one line, before any work
@@ -236,12 +306,20 @@ def main(cfg: TrackConfig) -> int:
     if note:
         print(note)
     filter_info = _filter_info(cfg, space, character, ref, target_filter) if target_filter is not None else None
+    ckpt = checkpoint.path
     if cfg.method == "pd":
         if cfg.resume:
             print("warning: --resume applies to --method projection only; PD tracking runs from the start")
-        result = track(character, ref, cfg.tracking, target_filter=target_filter)
+        try:
+            result = track(character, ref, cfg.tracking, target_filter=target_filter)
+        except KeyboardInterrupt as e:
+            print(
+                "interrupted during the simulation: nothing written (PD tracking keeps no checkpoint: run it again)"
+                + _earlier_run_note(cfg.output),
+                file=sys.stderr,
+            )
+            return _interrupt_status(e)
     else:
-        ckpt = checkpoint.path
         try:
             result = _project(character, ref, cfg, checkpoint, target_filter)
         except CheckpointError as e:
@@ -250,72 +328,94 @@ def main(cfg: TrackConfig) -> int:
         except OSError as e:  # the checkpoint could not be written (disk full, permissions)
             print(f"error: {ckpt}: cannot write the checkpoint ({e.strerror or e})", file=sys.stderr)
             return 2
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             if ckpt.is_file():
                 print(f"interrupted: continue with --resume (checkpoint {ckpt})", file=sys.stderr)
             else:
                 print("interrupted before the first checkpoint was written; nothing to resume", file=sys.stderr)
-            return 130
-    metrics = tracking_metrics(character, ref, result, prepared.kinematic_input, cfg.tracking.contact.ground_height_m)
-    metrics.update(
-        method=cfg.method,
-        source=cfg.motion,
-        clip=clip.name,
-        loops=cfg.loops,
-        scale=prepared.scale,
-        root_motion_added=prepared.root_motion_added,
-        solver=result.info.get("solver"),
-        substeps=result.info.get("substeps"),
-        target_filter=filter_info,
-        info=result.info,
-    )
-    out = cfg.output
-    _write_json(out / "config.json", dataclasses.asdict(cfg))
-    _write_json(out / "metrics.json", metrics)
-    # the articulation at its zero-coordinate pose (no joint state is authored: Newton starts from zero joint
-    # positions, PhysX from the body transforms; they agree on this pose), placed at the first frame's root
-    stage_pos, stage_rot = character.reference_body_transforms(result.body_pos[0, 0], result.body_rot[0, 0])
-    write_physics_stage(
-        out / "physics.usda", character, stage_pos, stage_rot,
-        friction=cfg.tracking.contact.friction, restitution=cfg.tracking.contact.restitution,
-        ground_height_m=cfg.tracking.contact.ground_height_m,
-        contact=contact_material(character, cfg.tracking.contact),
-    )  # fmt: skip
-    # outputs of an earlier run in this folder that this run does not rewrite would pass for its own
-    stale = [] if cfg.preview and result.blowup is None else ["preview.gif"]
-    if result.blowup is not None:
-        stale.append("tracked.usda")
-    for name in stale:
-        (out / name).unlink(missing_ok=True)
-    if (not cfg.audit or result.blowup is not None) and (out / "audit").is_dir():
-        shutil.rmtree(out / "audit")
-    if result.blowup is not None:
-        print(f"error: {result.blowup}; wrote metrics.json and physics.usda only", file=sys.stderr)
-        return 1
-    reference_clip = prepared.motion
-    reference_clip.name = "reference"
-    result.motion.name = "physical"
-    write_usdskel(out / "tracked.usda", rig, [result.motion, reference_clip])
-    if cfg.preview:
-        render_preview(out / "preview.gif", rig, result.motion, prepared.motion, max_frames=cfg.preview_frames,
-                       title=f"{rig.name} {clip.name} ({cfg.method})")  # fmt: skip
-    if cfg.audit:
-        from usd_io import write_audit
-
-        report = write_audit(out / "audit", rig, result.motion, source=f"{cfg.motion} ({cfg.method})")
-        metrics["audit_passed"] = bool(report.passed)
-        _write_json(out / "metrics.json", metrics)
+            return _interrupt_status(e)
+    try:
+        metrics = tracking_metrics(
+            character, ref, result, prepared.kinematic_input, cfg.tracking.contact.ground_height_m
+        )
+        metrics.update(
+            method=cfg.method,
+            source=cfg.motion,
+            clip=clip.name,
+            loops=cfg.loops,
+            scale=prepared.scale,
+            root_motion_added=prepared.root_motion_added,
+            solver=result.info.get("solver"),
+            substeps=result.info.get("substeps"),
+            target_filter=filter_info,
+            info=result.info,
+        )
+        status = _write_outputs(cfg, character, prepared, clip.name, result, metrics)
+    except KeyboardInterrupt as e:
+        resumable = cfg.method == "projection" and ckpt.is_file()
+        again = "--resume rewrites the outputs from the checkpoint" if resumable else "run it again"
+        if (cfg.output / "metrics.json").is_file():  # the earlier run's outputs were not removed yet
+            print(f"interrupted after the simulation: nothing written{_earlier_run_note(cfg.output)}; {again}",
+                  file=sys.stderr)  # fmt: skip
+        else:
+            print(f"interrupted while writing the outputs: {cfg.output} holds an incomplete run (no metrics.json);"
+                  f" {again}", file=sys.stderr)  # fmt: skip
+        return _interrupt_status(e)
+    if status:
+        return status
     keys = ("body_pos_error_rel", "joint_angle_error_deg", "fell", "max_ground_penetration_m", "foot_skate_ratio",
             "reference_foot_skate_ratio", "max_self_penetration_m", "realtime_factor")  # fmt: skip
     print(
         "  "
         + ", ".join(f"{k}={metrics[k]:.4g}" if isinstance(metrics[k], float) else f"{k}={metrics[k]}" for k in keys)
     )
+    out = cfg.output
     print(f"wrote {out}/ (tracked.usda, physics.usda, metrics.json{', preview.gif' if cfg.preview else ''})")
     if not result.ok:
         print("warning: the character fell; metrics.json reports success=false")
     return 0
 
 
+def _write_outputs(cfg: TrackConfig, character, prepared, clip_name: str, result, metrics: dict) -> int:
+    """Writes the run's outputs into ``cfg.output``, metrics.json last (with ``"complete": true``), after removing
+    an earlier run's; returns the exit status (1: the simulation blew up, only physics.usda and metrics.json)."""
+    out = cfg.output
+    _remove_earlier_outputs(out)
+    _write_json(out / "config.json", dataclasses.asdict(cfg))
+    # the articulation at its zero-coordinate pose (no joint state is authored: Newton starts from zero joint
+    # positions, PhysX from the body transforms; they agree on this pose), placed at the first frame's root and
+    # raised where it would start in the ground
+    contact = contact_material(character, cfg.tracking.contact)
+    ground = cfg.tracking.contact.ground_height_m
+    stage_pos, stage_rot = character.reference_body_transforms(result.body_pos[0, 0], result.body_rot[0, 0])
+    stage_pos[:, 2] += _stage_lift(character, stage_pos, stage_rot, ground, contact.gap_m)
+    write_physics_stage(
+        out / "physics.usda", character, stage_pos, stage_rot,
+        friction=cfg.tracking.contact.friction, restitution=cfg.tracking.contact.restitution,
+        ground_height_m=ground, contact=contact,
+    )  # fmt: skip
+    if result.blowup is not None:
+        _write_json(out / "metrics.json", {**metrics, "complete": True})
+        print(f"error: {result.blowup}; wrote metrics.json and physics.usda only", file=sys.stderr)
+        return 1
+    rig = prepared.rig
+    reference_clip = prepared.motion
+    reference_clip.name = "reference"
+    result.motion.name = "physical"
+    write_usdskel(out / "tracked.usda", rig, [result.motion, reference_clip])
+    if cfg.preview:
+        render_preview(out / "preview.gif", rig, result.motion, prepared.motion, max_frames=cfg.preview_frames,
+                       title=f"{rig.name} {clip_name} ({cfg.method})")  # fmt: skip
+    if cfg.audit:
+        from usd_io import write_audit
+
+        report = write_audit(out / "audit", rig, result.motion, source=f"{cfg.motion} ({cfg.method})")
+        metrics["audit_passed"] = bool(report.passed)
+    metrics["complete"] = True
+    _write_json(out / "metrics.json", metrics)
+    return 0
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _raise_terminated)
     sys.exit(main(tyro.cli(TrackConfig, description=__doc__)))

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+from stalled_script import run_until_stalled_then_signal
 
 REPO = Path(__file__).resolve().parents[2]
 AUDIT = REPO / "examples" / "audit.py"
@@ -76,3 +80,20 @@ def test_bad_input_exits_2_with_one_line(tmp_path):
     src = tmp_path / "stick.bvh"
     _stick_bvh(src, range(0), 0.0, frames=5)
     _one_line_error(run_audit("--input", str(src), "--clip", "nope", "--output", str(out)), "nope")
+
+
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupted_write_leaves_no_half_report(tmp_path, sig, status):
+    """Ctrl-C (SIGINT) or kill (SIGTERM) while the timeline is written over an earlier report: one line, 130 / 143,
+    no traceback; neither the new report.json beside the earlier pictures nor a temporary file is left (other files
+    in the folder are kept)."""
+    out = tmp_path / "audit"
+    out.mkdir()
+    for name in (*FILES, "notes.txt"):  # an earlier report, and a file of the user's
+        (out / name).write_text("earlier")
+    stopped = run_until_stalled_then_signal(
+        AUDIT, "sim.audit.plot_timeline", ["--input", "procedural:biped-walk", "--output", str(out)], sig
+    )
+    assert stopped.returncode == status, stopped.stderr
+    assert stopped.error_lines() == [f"interrupted: no report written to {out}"], stopped.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]

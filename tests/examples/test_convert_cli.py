@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from stalled_script import run_until_stalled_then_signal
 
 from usd_io import load_asset, validate_stage
 
@@ -193,3 +196,36 @@ def test_unwritable_output_gives_one_line(tmp_path):
         lines = [line for line in result.stderr.splitlines() if line.strip() and "CUDA driver" not in line]
         assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "stage.usda", "walk.usda.audit"]  # no stage
+
+
+def test_rerun_replaces_the_earlier_audit(tmp_path):
+    """A conversion into an earlier OUTPUT leaves only its own clips' audits; --no-audit leaves none (an earlier
+    run's Run/Survey/Walk audits stayed next to the new stage's)."""
+    out = tmp_path / "fox.usda"
+    audits = tmp_path / "fox.usda.audit"
+    for clip in ("Run", "Survey", "walk"):  # an earlier run's (Fox) audits; "walk" is also this run's clip
+        (audits / clip).mkdir(parents=True)
+        (audits / clip / "report.json").write_text('{"earlier": true}')
+    result = run_convert("--input", "procedural:quadruped-walk", "--output", str(out))
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in audits.iterdir()) == ["walk"]
+    report = json.loads((audits / "walk" / "report.json").read_text())
+    assert report["rig"] == "quadruped" and "earlier" not in report
+    assert sorted(p.name for p in (audits / "walk").iterdir()) == ["report.json", "timeline.png", "worst_frame.png"]
+    result = run_convert("--input", "procedural:quadruped-walk", "--output", str(out), "--no-audit")
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fox.usda"]
+
+
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupted_audit_gives_one_line_and_leaves_no_half_audit(tmp_path, sig, status):
+    """Ctrl-C (SIGINT) or kill (SIGTERM) while the audit writes its timeline: one line, 130 / 143, no traceback, no
+    temporary file, the stage written and no half-written audit (SIGTERM left .timeline.*.tmp.png behind)."""
+    out = tmp_path / "b.usda"
+    stopped = run_until_stalled_then_signal(
+        CONVERT, "sim.audit.plot_timeline", ["--input", "procedural:biped-walk", "--output", str(out)], sig
+    )
+    assert stopped.returncode == status, stopped.stderr
+    assert stopped.error_lines() == [f"interrupted: wrote {out}, its audit unfinished (removed)"], stopped.stderr
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["b.usda"]  # no audit folder, no temporary file
+    assert list(load_asset(out).clips) == ["walk"]

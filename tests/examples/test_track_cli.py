@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from stalled_script import run_until_stalled_then_signal
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "examples" / "track.py"
@@ -34,6 +35,32 @@ def run(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(SCRIPT), *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
     )
+
+
+STAGE_TOLERANCE_M = 1e-6
+"""Float32 round-off of USD transforms and capsule sizes [m]."""
+
+
+def _lowest_capsule_point(stage_path: Path) -> float:
+    """The lowest point [m] of the colliders of a physics stage, from its UsdGeom.Capsule prims (axis, height,
+    radius, world transform), independently of the code that placed them."""
+    from pxr import Gf, Usd, UsdGeom
+
+    stage = Usd.Stage.Open(str(stage_path))
+    metres = UsdGeom.GetStageMetersPerUnit(stage)
+    cache = UsdGeom.XformCache()
+    lowest = math.inf
+    for prim in stage.Traverse():
+        if not prim.IsA(UsdGeom.Capsule):
+            continue
+        capsule = UsdGeom.Capsule(prim)
+        axis = Gf.Vec3d(*[float(a == capsule.GetAxisAttr().Get()) for a in "XYZ"])
+        half = 0.5 * capsule.GetHeightAttr().Get() * axis
+        world = cache.GetLocalToWorldTransform(prim)
+        scale = abs(world.ExtractRotationMatrix().GetDeterminant()) ** (1 / 3)  # uniform scale of the radius
+        ends = [world.Transform(half), world.Transform(-half)]
+        lowest = min(lowest, min(e[2] for e in ends) - scale * capsule.GetRadiusAttr().Get())
+    return lowest * metres
 
 
 def _finite(x) -> bool:
@@ -75,6 +102,11 @@ def test_pd_run_writes_every_output(tmp_path):
     gaps = [p.GetAttribute("newton:contactGap").Get() for p in phys.Traverse() if p.HasAPI(UsdPhysics.CollisionAPI)]
     assert len(gaps) == metrics["body_count"] + 1  # colliders and ground, at ContactConfig.contact_gap_fraction
     np.testing.assert_allclose(gaps, 0.01 * metrics["character_height_m"], rtol=1e-6)
+    # the stage starts on the ground, not in it: its pose (mean joint angles at the first frame's root) reached
+    # 7 mm into the ground with the quadruped's toes (the Fox's paws 1.25 cm); it is raised, at most to the gap
+    lowest = _lowest_capsule_point(out / "physics.usda")
+    assert -STAGE_TOLERANCE_M <= lowest <= gaps[0] + STAGE_TOLERANCE_M, lowest
+    assert metrics["complete"] is True  # written last: a folder without it holds an interrupted run
     import imageio.v2 as imageio
 
     assert len(imageio.mimread(out / "preview.gif")) == 3
@@ -114,7 +146,8 @@ def test_bad_input_exits_2(tmp_path):
     proc = run("--projection.temperature", "nan", "--output", str(tmp_path / "z"))
     assert proc.returncode == 2 and "ProjectionConfig.temperature" in proc.stderr and not (tmp_path / "z").exists()
     proc = run("--character.joint-limits-deg", "nope", "-10", "10", "--output", str(tmp_path / "w"))
-    assert proc.returncode == 2 and "no joint 'nope'" in proc.stderr and not (tmp_path / "w").exists()
+    assert proc.returncode == 2 and "joint_limits_deg['nope']" in proc.stderr and "no joint" in proc.stderr
+    assert not (tmp_path / "w").exists()
     proc = run("--preview-frames", "0", "--output", str(tmp_path / "v"))
     assert proc.returncode == 2 and "--preview-frames" in proc.stderr and not (tmp_path / "v").exists()
     (tmp_path / "afile").write_text("")
@@ -192,22 +225,73 @@ def test_killed_projection_resumes_to_the_unbroken_result(tmp_path):
     assert "projection.samples" in other.stderr and (killed / "metrics.json").read_bytes() == before
 
 
-def test_ctrl_c_exits_130_and_names_the_checkpoint(tmp_path):
+def test_ctrl_c_between_passes_resumes_after_the_finished_pass(tmp_path):
+    """Ctrl-C as the second pass starts: 130 and one line naming the checkpoint; --resume says it continues after
+    pass 1 of 2 (it said "resumed from its finished state"), and once more on the finished checkpoint, that."""
     out = tmp_path / "interrupted"
-    # a shell's background jobs (CI runners, nohup) inherit SIGINT ignored, and Python then installs no
-    # KeyboardInterrupt handler: give the child the default disposition, as a terminal's foreground job has
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), *SMALL_PROJECTION, "--output", str(out)], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
-    try:
-        _wait_for_checkpoint(proc, out / "projection_checkpoint.npz", 4)
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, stderr
-    assert "interrupted: continue with --resume" in stderr and "Traceback" not in stderr
+    stopped = run_until_stalled_then_signal(
+        SCRIPT, "sim.physics.projection._start_sweep", [*SMALL_PROJECTION, "--output", str(out)], signal.SIGINT,
+        calls_before=1,
+    )  # fmt: skip
+    assert stopped.returncode == 130, stopped.stderr
+    lines = [line for line in stopped.error_lines() if not line.startswith("projection:")]  # tqdm's bar
+    assert lines == [f"interrupted: continue with --resume (checkpoint {out / 'projection_checkpoint.npz'})"]
     assert not (out / "metrics.json").exists()
+    resumed = run(*SMALL_PROJECTION, "--output", str(out), "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed after pass 1 of 2\n" in resumed.stdout and "finished state" not in resumed.stdout
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["info"]["passes"] == 2 and metrics["info"]["resumed"] == {"pass": 0, "frame": 48, "finished": True}
+    again = run(*SMALL_PROJECTION, "--output", str(out), "--resume")
+    assert again.returncode == 0, again.stderr
+    assert "resumed from its finished state (2 of 2 passes done)" in again.stdout
+
+
+EARLIER_RUN = ("metrics.json", "config.json", "tracked.usda", "physics.usda", "preview.gif", "audit/report.json",
+               "audit/timeline.png", "audit/worst_frame.png", "projection_checkpoint.npz")  # fmt: skip
+
+
+def _earlier_run(out: Path) -> None:
+    """Files of an earlier run in ``out``, each holding the word ``earlier``."""
+    (out / "audit").mkdir(parents=True)
+    for name in EARLIER_RUN:
+        (out / name).write_text("earlier")
+
+
+def test_interrupted_rerun_leaves_no_mix_of_two_runs(tmp_path):
+    """SIGTERM while a PD run writes its audit into an earlier run's folder: 143, one line; no file of the earlier
+    run is left beside the new ones (the earlier preview.gif and audit/ were) except the checkpoint --resume needs,
+    no temporary file, and no metrics.json: the folder is recognisably incomplete."""
+    out = tmp_path / "rerun"
+    _earlier_run(out)
+    args = ["--method", "pd", "--reference.fps", "10", "--preview-frames", "2", "--output", str(out)]
+    stopped = run_until_stalled_then_signal(SCRIPT, "sim.audit.plot_timeline", args, signal.SIGTERM)
+    assert stopped.returncode == 143, stopped.stderr
+    assert stopped.error_lines() == [
+        f"interrupted while writing the outputs: {out} holds an incomplete run (no metrics.json); run it again"
+    ]
+    left = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    assert left == ["audit", "audit/report.json", "config.json", "physics.usda", "preview.gif",
+                    "projection_checkpoint.npz", "tracked.usda"]  # fmt: skip
+    assert (out / "projection_checkpoint.npz").read_text() == "earlier"
+    for name in left:
+        if (out / name).is_file() and name != "projection_checkpoint.npz":
+            assert (out / name).read_bytes() != b"earlier", name
+    assert json.loads((out / "config.json").read_text())["method"] == "pd"
+
+
+def test_ctrl_c_during_pd_simulation_gives_one_line(tmp_path):
+    """Ctrl-C while PD tracking simulates: 130 and one line (was a traceback); the earlier run's outputs stay."""
+    out = tmp_path / "pd"
+    _earlier_run(out)
+    args = ["--method", "pd", "--output", str(out)]
+    stopped = run_until_stalled_then_signal(SCRIPT, "sim.physics.track", args, signal.SIGINT)
+    assert stopped.returncode == 130, stopped.stderr
+    assert stopped.error_lines() == [
+        "interrupted during the simulation: nothing written (PD tracking keeps no checkpoint: run it again)"
+        f" ({out} still holds the earlier run's outputs)"
+    ]
+    assert all((out / name).read_text() == "earlier" for name in EARLIER_RUN)
 
 
 @pytest.fixture(scope="module")
