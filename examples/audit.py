@@ -33,6 +33,9 @@ class AuditCliConfig:
     """Folder for report.json, timeline.png and worst_frame.png (created when missing)."""
     clip: str | None = None
     """Clip to audit (default: the first clip of the file)."""
+    skeleton: str | None = None
+    """USD input holding several skeletons: the Skeleton prim path to read (default: the one under the stage's
+    defaultPrim; when several remain, the first, with a warning naming the others)."""
     meters_per_unit: float | None = None
     """BVH only: the file's length unit in metres (default: detected from the skeleton's height)."""
     audit: AuditConfig = field(default_factory=AuditConfig)
@@ -82,7 +85,7 @@ def _audit(cfg: AuditCliConfig) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     try:
-        asset = load_asset(cfg.input, **options)
+        asset = load_asset(cfg.input, skeleton=cfg.skeleton, **options)
         report = audit_asset(asset, cfg.clip, cfg.audit)
     except (InputError, RigError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -111,5 +114,8 @@ def _audit(cfg: AuditCliConfig) -> int:
 
 
 if __name__ == "__main__":
+    import warnings
+
+    warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"  # one line, no source echo
     signal.signal(signal.SIGTERM, _raise_terminated)
     sys.exit(main(tyro.cli(AuditCliConfig, description=__doc__)))

@@ -32,6 +32,9 @@ class ConvertConfig:
     """Destination stage (.usda text, .usdc or .usd binary); written atomically."""
     clip: str | None = None
     """Clip to write (bound to the skeleton). Default: every clip, each a SkelAnimation, the first one bound."""
+    skeleton: str | None = None
+    """USD input holding several skeletons: the Skeleton prim path to read (default: the one under the stage's
+    defaultPrim; when several remain, the first, with a warning naming the others)."""
     meters_per_unit: float | None = None
     """BVH only: the file's length unit in metres (default: detected from the skeleton's height)."""
     audit: bool = True
@@ -65,7 +68,7 @@ def main(cfg: ConvertConfig) -> int:
         try:
             if cfg.audit and audit_root.exists() and not audit_root.is_dir():  # fail before writing the stage
                 raise InputError(audit_root, "output", "the audit folder is a file (or pass --no-audit)")
-            asset = load_asset(cfg.input, **options)
+            asset = load_asset(cfg.input, skeleton=cfg.skeleton, **options)
             clips = [asset.clip(cfg.clip)] if cfg.clip is not None else list(asset.clips.values())
             write_usdskel(cfg.output, asset.rig, clips)
             written = True
@@ -105,5 +108,8 @@ def main(cfg: ConvertConfig) -> int:
 
 
 if __name__ == "__main__":
+    import warnings
+
+    warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"  # one line, no source echo
     signal.signal(signal.SIGTERM, _raise_terminated)
     sys.exit(main(tyro.cli(ConvertConfig, description=__doc__)))

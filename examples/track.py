@@ -60,6 +60,9 @@ class TrackConfig:
     """Source of rig and clip: procedural:NAME, or a .gltf/.glb, .bvh or .usd file."""
     clip: str | None = None
     """Clip name (default: the source's first clip)."""
+    skeleton: str | None = None
+    """USD input holding several skeletons: the Skeleton prim path to read (default: the one under the stage's
+    defaultPrim; when several remain, the first, with a warning naming the others)."""
     output: Path = Path("out/track")
     """Output folder."""
     method: Literal["pd", "projection"] = "projection"
@@ -276,7 +279,7 @@ def _run(cfg: TrackConfig) -> int:
         if cfg.preview_frames < 1:
             raise ValueError(f"--preview-frames: must be at least 1, got {cfg.preview_frames} (--no-preview: none)")
         checkpoint = ProjectionCheckpoint(cfg.output / CHECKPOINT_NAME, cfg.checkpoint_interval_s, cfg.resume)
-        asset = load_asset(cfg.motion)
+        asset = load_asset(cfg.motion, skeleton=cfg.skeleton)
         clip = asset.clip(cfg.clip)
         prepared = prepare_reference(
             asset.rig, clip, cfg.reference, loops=cfg.loops, target_height_m=cfg.target_height_m,
@@ -417,5 +420,8 @@ def _write_outputs(cfg: TrackConfig, character, prepared, clip_name: str, result
 
 
 if __name__ == "__main__":
+    import warnings
+
+    warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"  # one line, no source echo
     signal.signal(signal.SIGTERM, _raise_terminated)
     sys.exit(main(tyro.cli(TrackConfig, description=__doc__)))

@@ -97,3 +97,45 @@ def test_interrupted_write_leaves_no_half_report(tmp_path, sig, status):
     assert stopped.returncode == status, stopped.stderr
     assert stopped.error_lines() == [f"interrupted: no report written to {out}"], stopped.stderr
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+def test_stage_with_two_characters_names_its_choice_and_skeleton_chooses(tmp_path):
+    """A scene referencing a clean and a sinking character: the default reads one and says which (one warning
+    line naming both Skeletons); ``--skeleton`` audits the other."""
+    from pxr import Usd, UsdGeom, UsdSkel
+
+    import usd_io
+
+    for name, sink in (("clean", range(0)), ("sunk", range(10, 30))):
+        _stick_bvh(tmp_path / f"{name}.bvh", sink, sink_cm=10.0)
+        asset = usd_io.load_asset(tmp_path / f"{name}.bvh")
+        usd_io.write_usdskel(tmp_path / f"{name}.usda", asset.rig, list(asset.clips.values()))
+    scene = Usd.Stage.CreateNew(str(tmp_path / "scene.usda"))
+    UsdGeom.SetStageMetersPerUnit(scene, 1.0)  # the referenced characters' units and axis
+    UsdGeom.SetStageUpAxis(scene, UsdGeom.Tokens.z)
+    scene.SetDefaultPrim(scene.DefinePrim("/World", "Xform"))
+    scene.DefinePrim("/World/A").GetReferences().AddReference(str(tmp_path / "clean.usda"))
+    scene.DefinePrim("/World/B").GetReferences().AddReference(str(tmp_path / "sunk.usda"))
+    scene.GetRootLayer().Save()
+    reopened = Usd.Stage.Open(str(tmp_path / "scene.usda"))
+    skeletons = [str(p.GetPath()) for p in reopened.Traverse() if p.IsA(UsdSkel.Skeleton)]
+    assert len(skeletons) == 2 and skeletons[0].startswith("/World/A/"), skeletons
+
+    default = run_audit("--input", str(tmp_path / "scene.usda"), "--output", str(tmp_path / "a"))
+    assert default.returncode == 0, default.stderr
+    warning = [line for line in (default.stdout + default.stderr).splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1 and skeletons[0] in warning[0] and skeletons[1] in warning[0], default.stderr
+    assert "skeleton" in warning[0]
+
+    chosen = run_audit(
+        "--input", str(tmp_path / "scene.usda"), "--skeleton", skeletons[1], "--output", str(tmp_path / "b")
+    )
+    assert chosen.returncode == 1, chosen.stdout + chosen.stderr  # the sinking one
+    assert not any(line.startswith("warning:") for line in (chosen.stdout + chosen.stderr).splitlines())
+    report = json.loads((tmp_path / "b" / "report.json").read_text())
+    assert not report["passed"]
+
+    wrong = run_audit(
+        "--input", str(tmp_path / "scene.usda"), "--skeleton", "/World/C", "--output", str(tmp_path / "c")
+    )
+    assert wrong.returncode == 2 and "/World/C" in wrong.stderr and len(wrong.stderr.strip().splitlines()) == 1

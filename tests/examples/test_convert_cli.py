@@ -125,6 +125,8 @@ def test_unknown_clip_and_missing_file(tmp_path, assets_dir):
     assert_bad_input(r, fox, out, "Survey")  # the message lists the clips that exist
     missing = tmp_path / "nope.glb"
     assert_bad_input(run_convert("--input", str(missing), "--output", str(out)), missing, out, "no such file")
+    # choosing a skeleton only makes sense in a USD stage
+    assert_bad_input(run_convert("--input", str(fox), "--output", str(out), "--skeleton", "/Fox"), fox, out, "skeleton")
 
 
 def test_all_clips_written_and_first_bound(tmp_path, assets_dir):

@@ -148,6 +148,8 @@ def test_bad_input_exits_2(tmp_path):
     proc = run("--character.joint-limits-deg", "nope", "-10", "10", "--output", str(tmp_path / "w"))
     assert proc.returncode == 2 and "joint_limits_deg['nope']" in proc.stderr and "no joint" in proc.stderr
     assert not (tmp_path / "w").exists()
+    proc = run("--skeleton", "/quadruped/Skeleton", "--output", str(tmp_path / "u"))  # a procedural source has none
+    assert proc.returncode == 2 and "skeleton" in proc.stderr and not (tmp_path / "u").exists()
     proc = run("--preview-frames", "0", "--output", str(tmp_path / "v"))
     assert proc.returncode == 2 and "--preview-frames" in proc.stderr and not (tmp_path / "v").exists()
     (tmp_path / "afile").write_text("")
