@@ -254,3 +254,17 @@ def test_audit_holds_the_motion_to_the_assets_clips(tmp_path, capsys):
     limits = next(c for c in report["checks"] if c["name"] == "joint_limits")
     assert limits["status"] == "fail", limits["message"]
     assert "joint limits from the asset's 2 clip(s)" in capsys.readouterr().out
+
+
+def test_sigterm_before_the_first_checkpoint_exits_143_in_one_line(tmp_path):
+    """SIGTERM takes the Ctrl-C path: one line, status 128 + 15, no checkpoint claimed."""
+    from stalled_script import run_until_stalled_then_signal
+
+    out = tmp_path / "run"
+    stopped = run_until_stalled_then_signal(
+        SCRIPT, "distill.optimize.Distiller", ["--asset", "procedural:quadruped", "--guidance", "tiny",
+                                               "--output", str(out), *SMALL], signal.SIGTERM,
+    )  # fmt: skip
+    assert stopped.returncode == 143, stopped.stderr
+    assert len(stopped.error_lines()) == 1 and "nothing to resume" in stopped.error_lines()[0], stopped.stderr
+    assert not (out / "checkpoint.pt").exists()

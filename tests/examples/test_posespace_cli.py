@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -311,3 +312,15 @@ def test_train_into_a_finished_run_exits_2_unless_overwrite(tmp_path, capsys):
     assert ex.main(_tiny_train(out, steps=2, seed=1, overwrite=True)) == 0
     assert (out / "checkpoint.pt").read_bytes() != before["checkpoint.pt"]
     assert json.loads((out / "config.json").read_text())["seed"] == 1
+
+
+def test_sigterm_before_the_first_checkpoint_exits_143_in_one_line(tmp_path):
+    """``kill`` / ``docker stop`` / Slurm send SIGTERM: the same clean stop as Ctrl-C, with status 128 + 15."""
+    from stalled_script import run_until_stalled_then_signal
+
+    stopped = run_until_stalled_then_signal(
+        SCRIPT, "posespace.train", ["train", "--output", str(tmp_path / "ps")], signal.SIGTERM
+    )
+    assert stopped.returncode == 143, stopped.stderr
+    assert stopped.error_lines() == ["interrupted before the first checkpoint: nothing to resume"], stopped.stderr
+    assert not (tmp_path / "ps" / "checkpoint.pt").exists()
