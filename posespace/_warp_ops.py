@@ -82,7 +82,8 @@ class _SpherePenetration(torch.autograd.Function):
         b = wp.from_torch(c.clone(), dtype=wp.vec3d, requires_grad=True)
         tape = wp.Tape()
         with tape:
-            depth, _ = capsule_penetration_penalty(a, b, radii, pairs)
+            # the validators build (or host-check) their pairs once: no device-to-host copy per call
+            depth, _ = capsule_penetration_penalty(a, b, radii, pairs, check_indices=False)
         ctx.saved = (tape, a, b, depth)
         ctx.dtype = centers.dtype
         return wp.to_torch(depth).clone().to(centers.dtype)

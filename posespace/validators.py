@@ -353,7 +353,11 @@ class PoseValidators:
         n = centers.shape[0]
         parr = self._pairs
         if pairs is not None:
-            parr = wp.array(np.ascontiguousarray(pairs, dtype=np.int32).reshape(-1, 2), dtype=wp.int32,
+            pairs = np.asarray(pairs).reshape(-1, 2)
+            count = self._radii.shape[0]
+            if len(pairs) and (not np.issubdtype(pairs.dtype, np.integer) or pairs.min() < 0 or pairs.max() >= count):
+                raise ValueError(f"pairs: sphere indices must be integers in [0, {count})")
+            parr = wp.array(np.ascontiguousarray(pairs, dtype=np.int32), dtype=wp.int32,
                             device=warp_device(self.device))  # fmt: skip
         if parr.shape[0] == 0:
             return centers.new_zeros((n, 0))

@@ -115,6 +115,8 @@ def capsule_penetration_penalty(
     pairs: wp.array,
     depth_out: wp.array | None = None,
     penalty_out: wp.array | None = None,
+    *,
+    check_indices: bool = True,
 ) -> tuple[wp.array, wp.array]:
     """Capsule-capsule penetration (Warp level, tape-recordable).
 
@@ -126,6 +128,8 @@ def capsule_penetration_penalty(
             graph is being captured, where no copy is possible).
         depth_out: optional output (F, P) float64, zeroed here.
         penalty_out: optional output (F,) float64, zeroed here.
+        check_indices: False skips the host check of ``pairs`` (and its device-to-host copy) for callers that
+            built or checked the pairs once and call this in a loop (training steps, guided denoising).
 
     Returns:
         Overlap depth per frame and pair [m] (F, P) and the per-frame penalty sum(depth^2) [m^2] (F,).
@@ -133,7 +137,7 @@ def capsule_penetration_penalty(
     Raises:
         TypeError, ValueError: on arrays of the wrong type, dtype or shape, or pair indices out of range.
     """
-    return _capsule_penalty(seg_a, seg_b, radii, pairs, depth_out, penalty_out, check_indices=True)
+    return _capsule_penalty(seg_a, seg_b, radii, pairs, depth_out, penalty_out, check_indices=check_indices)
 
 
 def _capsule_penalty(

@@ -12,8 +12,8 @@ import torch
 import warp as wp
 
 from ._warp_setup import init_warp
-from .collision import _capsule_penalty as _capsule_wp
 from .collision import _check_pair_indices, _finite_scalar
+from .collision import capsule_penetration_penalty as _capsule_wp
 from .collision import ground_penetration_penalty as _ground_wp
 
 __all__ = ["capsule_penetration_penalty", "ground_penetration_penalty"]
@@ -54,7 +54,7 @@ class _CapsulePenalty(torch.autograd.Function):
         pr = wp.from_torch(pairs.detach().to(device=seg_a.device, dtype=torch.int32).contiguous().reshape(-1, 2))
         tape = wp.Tape()
         with tape:
-            _, pen = _capsule_wp(a, b, r, pr, None, None, check_indices=False)  # checked on the host by the caller
+            _, pen = _capsule_wp(a, b, r, pr, check_indices=False)  # checked on the host by the caller
         ctx.saved = (tape, a, b, r, pen)
         ctx.dtypes = (seg_a.dtype, seg_b.dtype, radii.dtype)
         ctx.radii_device = radii.device

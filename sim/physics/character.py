@@ -490,7 +490,7 @@ def build_character(rig: Rig, motion: Motion | None = None, cfg: CharacterConfig
     if cfg.total_mass_kg is not None:
         density = cfg.total_mass_kg / float((rel * capsule_volume).sum())
     elif cfg.mass_from == "mesh" and rig.meshes and sum(m.vertex_count for m in rig.meshes):
-        mesh_volume = enclosed_volume(mesh.points, mesh.triangles)
+        mesh_volume = enclosed_volume(points, mesh.triangles)  # the skinned reference pose, where the capsules are
         if mesh_volume is None:
             notes.append("skinned mesh is not closed: mass from the colliders' volume")
         else:

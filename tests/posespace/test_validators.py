@@ -101,6 +101,13 @@ def test_penetration_and_collapse_match_reference(stick_setup, rng):
     wa, wc = pr.body.blend_weights[:, 0], pr.body.blend_weights[:, 1]
     ref_ratio = np.abs(wa + wc * np.exp(1j * theta)) / (wa + wc)
     np.testing.assert_allclose(ratio, ref_ratio, atol=1e-6)
+    # given pairs are checked once on the host (the Warp kernel itself reads them unchecked)
+    sub = val.penetrations(world_t, pairs=val.pairs[:2]).numpy()
+    np.testing.assert_allclose(sub, ref[:, :2], atol=1e-6)
+    spheres = len(r)
+    for bad in ([[0, spheres]], [[-1, 0]], [[0.0, 1.0]]):
+        with pytest.raises(ValueError, match=rf"pairs: sphere indices must be integers in \[0, {spheres}\)"):
+            val.penetrations(world_t, pairs=np.array(bad))
 
 
 def test_validator_gradients_match_finite_differences(stick_setup, rng):

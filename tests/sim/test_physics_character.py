@@ -132,6 +132,15 @@ def test_mass_fills_the_skins_enclosed_volume():
     open_volume = sum(c.volume() for c in open_skin.capsules)
     np.testing.assert_allclose(open_skin.total_mass, 900.0 * open_volume, rtol=MASS_RTOL)
     assert any("not closed" in n for n in open_skin.notes), open_skin.notes
+    # inverse bind matrices may carry a uniform scale (bind points in file units): the same skinned body, same mass
+    ibm = rig.inverse_bind_matrices @ np.diag([0.01, 0.01, 0.01, 1.0])
+    m = rig.meshes[0]
+    cm_mesh = sim.SkinnedMesh("box", m.points * 100.0, m.triangles, m.influence_joints, m.influence_weights)
+    cm = sim.Rig(rig.joint_names, rig.parents, rig.rest_translations, rig.rest_rotations, ibm, [cm_mesh], name="box")
+    skinned = [sim.skin_motion(r, sim.Motion.rest(r))[0] for r in (cm, rig)]
+    np.testing.assert_allclose(skinned[0], skinned[1], atol=POS_TOL)
+    scaled_ibm = build_character(cm, cfg=CharacterConfig(density_kg_m3=900.0))
+    np.testing.assert_allclose(scaled_ibm.total_mass, ch.total_mass, rtol=1e-6)
     with pytest.raises(ValueError, match=r"CharacterConfig\.mass_from: must be 'mesh' or 'colliders'"):
         CharacterConfig(mass_from="skin").check()
 
