@@ -92,7 +92,7 @@ def skinned_extents(rig: Rig, motion: Motion, length_scale: float = 1.0) -> np.n
     """Bounds of all the rig's skinned meshes at every frame of ``motion`` (a SkelRoot's extent).
 
     Args:
-        rig: a rig with at least one mesh.
+        rig: a rig with at least one non-empty mesh.
         motion: the motion that poses it.
         length_scale: stage units per metre.
 
@@ -102,8 +102,8 @@ def skinned_extents(rig: Rig, motion: Motion, length_scale: float = 1.0) -> np.n
     """
     lo = np.full((motion.frame_count, 3), np.inf)
     hi = np.full((motion.frame_count, 3), -np.inf)
-    for mesh in rig.meshes:
-        step = max(1, EXTENT_CHUNK_POINTS // max(mesh.vertex_count, 1))
+    for mesh in (m for m in rig.meshes if m.vertex_count):  # an empty mesh bounds nothing
+        step = max(1, EXTENT_CHUNK_POINTS // mesh.vertex_count)
         for start in range(0, motion.frame_count, step):
             stop = min(start + step, motion.frame_count)
             points, _ = skin_motion(rig, motion.slice(start, stop), mesh=mesh)
@@ -256,7 +256,7 @@ def write_usdskel(
             binding.CreateGeomBindTransformAttr(identity)
 
         # -- SkelRoot bounds: the skinned meshes' extent at the default time and every code of the bound clip --
-        if rig.meshes:
+        if any(m.vertex_count for m in rig.meshes):
             root_extent = skel_root.CreateExtentAttr()
             root_extent.Set(Vt.Vec3fArray.FromNumpy(skinned_extents(rig, Motion.rest(rig), scale)[0]))
             if bound is not None:

@@ -294,6 +294,18 @@ def test_skel_root_without_meshes_has_no_extent(tmp_path, rig, clips):
     stage = Usd.Stage.Open(str(path))
     assert not UsdGeom.Boundable(stage.GetDefaultPrim()).GetExtentAttr().HasAuthoredValue()
     assert validate_stage(path) == []
+    # an empty mesh bounds nothing: beside a real one the extent is the real one's, alone there is none
+    empty = SkinnedMesh("empty", np.zeros((0, 3)), np.zeros((0, 3), int), np.zeros((0, 1), int), np.zeros((0, 1)))
+    for meshes, name in (([*rig.meshes, empty], "with_empty"), ([empty], "only_empty")):
+        r = Rig(rig.joint_names, rig.parents, rig.rest_translations, rig.rest_rotations, rig.inverse_bind_matrices,
+                meshes, name=name)  # fmt: skip
+        write_usdskel(tmp_path / f"{name}.usda", r, clips)
+    stage = Usd.Stage.Open(str(tmp_path / "with_empty.usda"))
+    authored = np.array(UsdGeom.Boundable(stage.GetDefaultPrim()).GetExtentAttr().Get(), dtype=np.float64)
+    want = _pixar_bounds(tmp_path / "with_empty.usda", Usd.TimeCode.Default())
+    np.testing.assert_allclose(authored, want, atol=EXTENT_TIGHTNESS * np.ptp(want, axis=0).max())
+    stage = Usd.Stage.Open(str(tmp_path / "only_empty.usda"))
+    assert not UsdGeom.Boundable(stage.GetDefaultPrim()).GetExtentAttr().HasAuthoredValue()
 
 
 def test_read_converts_y_up_units_and_skeleton_transform(tmp_path, rig, clips):
