@@ -61,6 +61,9 @@ class DistillCLI:
     """Character: a .gltf/.glb or .usd/.usda/.usdc file with a skinned mesh, or procedural:NAME."""
     output: Path
     """Run folder: config.json, checkpoint.pt, loss_log.csv, previews/, motion.usda, audit/ (+ oracle_metrics.json)."""
+    skeleton: str | None = None
+    """USD asset holding several characters: the Skeleton prim path to read (default: the one under the stage's
+    defaultPrim; when several remain, the first, with a warning naming the others)."""
     prompt: str = "a fox walking"
     """Text prompt (ignored by the oracle)."""
     guidance: GuidanceKind = "tiny"
@@ -181,7 +184,7 @@ def main(cli: DistillCLI) -> int:
         torch.set_num_threads(1)
     ckpt = cli.output / "checkpoint.pt"
     try:
-        asset = load_asset(cli.asset)
+        asset = load_asset(cli.asset, skeleton=cli.skeleton)
         if not asset.rig.meshes:
             raise InputError(cli.asset, "meshes", "the character has no skinned mesh to render")
         oracle = None
@@ -244,11 +247,22 @@ def _audit(cli: DistillCLI, asset, motion) -> int:
             asset.rig.rest_rotations, rotations, audit_cfg.limit_margin_deg, audit_cfg.limit_quantile
         )
         basis = f"the asset's {len(rotations)} clip(s)"
+    audit_dir = cli.output / "audit"
+
+    def remove_report() -> None:  # an earlier (resumed run) or half-written report would pass for this motion's
+        for name in AUDIT_FILES:
+            if (audit_dir / name).is_file():
+                (audit_dir / name).unlink()
+
     try:
-        report = write_audit(cli.output / "audit", asset.rig, motion, limits=limits, source=f"{cli.asset} (distilled)")
+        remove_report()
+        report = write_audit(audit_dir, asset.rig, motion, limits=limits, source=f"{cli.asset} (distilled)")
     except InputError as e:  # e.g. OUTPUT/audit is a file
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        remove_report()
+        raise
     failed = ", ".join(c.name for c in report.failed_checks)
     verdict = "failed " + failed if failed else "passed"
     print(f"audit: {verdict} (joint limits from {basis}; {cli.output / 'audit' / 'report.json'})")
@@ -256,6 +270,9 @@ def _audit(cli: DistillCLI, asset, motion) -> int:
 
 
 if __name__ == "__main__":
+    import warnings
+
+    warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"  # one line, no source echo
     signal.signal(signal.SIGTERM, _raise_terminated)
     cli = tyro.cli(DistillCLI, description=__doc__)
     try:

@@ -268,3 +268,30 @@ def test_sigterm_before_the_first_checkpoint_exits_143_in_one_line(tmp_path):
     assert stopped.returncode == 143, stopped.stderr
     assert len(stopped.error_lines()) == 1 and "nothing to resume" in stopped.error_lines()[0], stopped.stderr
     assert not (out / "checkpoint.pt").exists()
+
+
+def test_interrupted_audit_leaves_no_report(tmp_path):
+    """A resumed run interrupted while it writes its audit leaves neither the earlier run's report nor a half one."""
+    from stalled_script import run_until_stalled_then_signal
+
+    out = tmp_path / "run"
+    args = ["--asset", "procedural:quadruped", "--guidance", "tiny", "--steps", "2", "--preview-every", "0", *SMALL]
+    first = subprocess.run([sys.executable, str(SCRIPT), *args, "--output", str(out)], cwd=REPO,
+                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    assert (out / "audit" / "report.json").is_file() and (out / "audit" / "timeline.png").is_file()
+    stopped = run_until_stalled_then_signal(
+        SCRIPT, "sim.audit.plot_timeline", [*args, "--output", str(out), "--resume"], signal.SIGTERM
+    )
+    assert stopped.returncode == 143, stopped.stderr
+    assert len(stopped.error_lines()) == 1 and stopped.error_lines()[0].startswith("interrupted"), stopped.stderr
+    assert not [p.name for p in (out / "audit").iterdir()], "an earlier or half-written report was left"
+
+
+def test_skeleton_choice_needs_a_usd_asset(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--asset", "procedural:quadruped", "--skeleton", "/q/Skeleton",
+                           "--output", str(tmp_path / "run"), *SMALL], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+    lines = [line for line in proc.stderr.splitlines() if line.strip() and "CUDA driver" not in line]
+    assert proc.returncode == 2 and len(lines) == 1 and "skeleton" in lines[0], proc.stderr
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()
