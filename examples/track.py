@@ -337,6 +337,7 @@ def _run(cfg: TrackConfig) -> int:
             else:
                 print("interrupted before the first checkpoint was written; nothing to resume", file=sys.stderr)
             return _interrupt_status(e)
+    writing = False  # set once _write_outputs may have removed or written a file
     try:
         metrics = tracking_metrics(
             character, ref, result, prepared.kinematic_input, cfg.tracking.contact.ground_height_m
@@ -353,11 +354,12 @@ def _run(cfg: TrackConfig) -> int:
             target_filter=filter_info,
             info=result.info,
         )
+        writing = True
         status = _write_outputs(cfg, character, prepared, clip.name, result, metrics)
     except KeyboardInterrupt as e:
         resumable = cfg.method == "projection" and ckpt.is_file()
         again = "--resume rewrites the outputs from the checkpoint" if resumable else "run it again"
-        if (cfg.output / "metrics.json").is_file():  # the earlier run's outputs were not removed yet
+        if not writing:  # nothing of this run written, an earlier run's outputs untouched
             print(f"interrupted after the simulation: nothing written{_earlier_run_note(cfg.output)}; {again}",
                   file=sys.stderr)  # fmt: skip
         else:

@@ -296,6 +296,16 @@ def test_ctrl_c_during_pd_simulation_gives_one_line(tmp_path):
     assert all((out / name).read_text() == "earlier" for name in EARLIER_RUN)
 
 
+def test_ctrl_c_before_writing_in_a_fresh_folder_says_nothing_was_written(tmp_path):
+    """Stopped after the simulation but before any output: the message must not claim an incomplete run."""
+    out = tmp_path / "fresh"
+    args = ["--method", "pd", "--output", str(out)]
+    stopped = run_until_stalled_then_signal(SCRIPT, "sim.physics.tracking_metrics", args, signal.SIGINT)
+    assert stopped.returncode == 130, stopped.stderr
+    assert stopped.error_lines() == ["interrupted after the simulation: nothing written; run it again"]
+    assert not out.exists() or not any(out.iterdir())
+
+
 @pytest.fixture(scope="module")
 def quadruped_pose_space(tmp_path_factory) -> Path:
     from pose_spaces import tiny_pose_space
