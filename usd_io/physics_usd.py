@@ -16,7 +16,8 @@ Layout (Z up, SI units, ``metersPerUnit``/``kilogramsPerUnit`` authored)::
                                          newton:armature and physxJoint:armature (PhysxJointAPI);
                                          newton:limitStiffness / newton:limitDamping (per degree; one value
                                          per joint: the mean of its three axes')
-    /World                               Xform: the environment the character was simulated in
+    /World                               Xform: the environment the character was simulated in (``/World_1``
+                                         when the character itself is named ``World``)
       PhysicsScene                       UsdPhysics.Scene (gravity -Z, 9.81 m/s^2)
       GroundMaterial                     the character's material values, for the ground
       GroundPlane                        UsdGeom.Plane (Z) + CollisionAPI (+ the contact gap)
