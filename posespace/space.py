@@ -7,9 +7,9 @@ predicted clean pose, plus a short final descent ("polish") of the same loss on 
 * ``project(rig, poses)``: DDIM inversion to ``t = strength`` and guided re-denoising: poses on the learned
   manifold come back almost unchanged (inversion and denoising are inverse maps of the same ODE), poses that fail
   a validator are pushed to pass.
-* ``ik(rig, handles)``: sparse joint-position targets; guidance is the handle error (plus validators), then
-  damped least squares on the local rotations pulls the sampled pose onto the handles, alternating with
-  validator steps.
+* ``ik(rig, handles)``: sparse joint-position targets; guidance is the handle error (plus validators) for a
+  plausible start, then damped least squares on the local rotations pulls it onto the handles with the validator
+  loss as one more residual (the smallest change that meets the handles and keeps the pose valid).
 * ``interpolate(rig, a, b, steps)``: invert both ends to noise, slerp the noise, denoise every step.
 * ``target_filter(rig)``: a plain callable ``Motion -> Motion`` for the physics controller that projects the
   target frames that fail a validator and passes valid ones through.
@@ -70,19 +70,24 @@ class SamplingConfig:
     interpolation_time: float = 0.9
     """Interpolation inverts both ends to this time."""
     ik_steps: int = 6
-    """DDIM steps of an IK solve (guided by the handles and the validators)."""
+    """DDIM steps of an IK solve's start (guided by the handles and the validators)."""
     ik_guidance_iters: int = 1
     """Polyak steps of the handle + validator loss per IK denoising step."""
-    ik_dls_iters: int = 10
-    """Damped-least-squares iterations pulling the sampled pose onto the handles."""
-    ik_damping: float = 0.01
-    """Damping of the least-squares steps [fraction of the rig height]."""
     ik_validator_weight: float = 1.0
-    """Weight of the validator loss against the handle loss [(fraction of height)^2] during IK."""
-    ik_rounds: int = 4
-    """Rounds of (validator steps, short least squares) ending an IK solve."""
-    ik_round_dls_iters: int = 3
-    """Least-squares iterations per round."""
+    """Weight of the validator loss against the handle loss [(fraction of height)^2] while guiding the start."""
+    ik_dls_iters: int = 30
+    """Iterations of the validator-constrained damped least squares that pulls the start onto the handles."""
+    ik_damping: float = 0.1
+    """Initial damping of the least-squares steps [fraction of the rig height]: the first steps stay short, so the
+    validator residual takes part before a long step lands in a violation it cannot undo in place."""
+    ik_handle_tolerance_start: float = 0.1
+    """Handle error that weighs as much as a validator loss of 1 in the first least-squares iteration [fraction of
+    the rig height]; it shrinks geometrically to ``ik_handle_tolerance`` (a continuation: early iterations may
+    move the handles to leave an arrangement the validators cannot repair in place)."""
+    ik_handle_tolerance: float = 0.001
+    """... in the last iteration [fraction of the rig height]. Where the validators pass, the handles are met to
+    round-off; where a validator is active they trade a handle error of a small fraction of this (CMU 131_02: mean
+    3e-7 of the height)."""
     batch: int = 512
     """Poses per batch."""
 
@@ -91,13 +96,16 @@ class SamplingConfig:
         otherwise. (Not run on construction, so command lines report it as one line.)"""
         for name in ("steps", "project_steps", "interpolation_steps", "ik_steps", "batch"):
             _count(f"SamplingConfig.{name}", getattr(self, name), 1)
-        for name in ("guidance_iters", "polish_iters", "ik_guidance_iters", "ik_dls_iters", "ik_rounds",
-                     "ik_round_dls_iters"):  # fmt: skip
+        for name in ("guidance_iters", "polish_iters", "ik_guidance_iters", "ik_dls_iters"):
             _count(f"SamplingConfig.{name}", getattr(self, name), 0)
         for name in ("temperature", "max_step", "ik_damping", "ik_validator_weight", "guidance_damping"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise ValueError(f"SamplingConfig.{name}: must be a finite number >= 0, got {value!r}")
+        for name in ("ik_handle_tolerance_start", "ik_handle_tolerance"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"SamplingConfig.{name}: must be a finite number > 0, got {value!r}")
         for name in ("guidance_from", "project_strength", "interpolation_time"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0.0 <= value <= 1.0):
@@ -387,23 +395,29 @@ class PoseSpace:
                 return (r(x, rows) ** 2).sum(1) + s.ik_validator_weight * val(x)
 
             x0 = self.diffusion.sample(self.model, ctx.cond(m), s.ik_steps, gen, self._guide_all(ctx, both))
-            x0 = self._dls(ctx, x0, idx, tgt, s.ik_dls_iters)
-            # alternate validator steps and short least-squares passes: the least-squares step is the smallest
-            # change that restores the handles, so each round keeps most of the validators' repair
-            for _ in range(s.ik_rounds):
-                x0 = self._polyak(ctx, x0, val, s.guidance_iters, s.guidance_damping)
-                x0 = self._dls(ctx, x0, idx, tgt, s.ik_round_dls_iters)
-            out.append(self.to_pose(ctx, x0).numpy())
+            out.append(self._constrained_dls(ctx, x0, idx, targets[start : start + s.batch]))
         return _orthonormal(np.concatenate(out))
 
-    def _dls(self, ctx: _RigContext, x: torch.Tensor, idx: list[int], tgt: torch.Tensor, iters: int) -> torch.Tensor:
-        """Damped least squares on the handles from model tokens ``x``; returns tokens."""
-        pr = ctx.pose_rig
+    def _constrained_dls(self, ctx: _RigContext, x: torch.Tensor, idx: list[int], tgt: np.ndarray) -> np.ndarray:
+        """Validator-constrained damped least squares from model tokens ``x`` onto handles ``tgt`` (M, H, 3) [m,
+        relative to the root]; returns 6D poses (M, J, 6)."""
+        pr, val, s = ctx.pose_rig, ctx.validators, self.sampling
+
+        def penalty(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            with torch.enable_grad():
+                qt = torch.tensor(q, dtype=torch.float64, requires_grad=True)
+                loss = val.loss(pr.encode_torch(qt).to(val.dtype))
+                (grad,) = torch.autograd.grad(loss.sum(), qt)
+            return loss.detach().double().numpy(), grad.numpy()
+
+        def project(q: np.ndarray) -> np.ndarray:  # poses have no heading: drop what tilting a tilted root adds
+            return pr.decode_quats(pr.encode_rotations(q))
+
         local = pr.decode_quats(rot6d_to_quat(self.to_pose(ctx, x).detach().double().numpy()))
-        root = np.zeros(3)  # the handles are relative to the root (see ik_poses)
-        local = damped_least_squares_ik(pr.rig, local, pr.active, idx, tgt.double().numpy(), iters,
-                                        self.sampling.ik_damping * pr.height, root)  # fmt: skip
-        return self.to_model(ctx, _orthonormal(quat_to_rot6d(pr.encode_rotations(local))))
+        tol = np.geomspace(s.ik_handle_tolerance_start, s.ik_handle_tolerance, s.ik_dls_iters) * pr.height
+        local = damped_least_squares_ik(pr.rig, local, pr.active, idx, tgt, s.ik_dls_iters, s.ik_damping * pr.height,
+                                        np.zeros(3), penalty, tol, project)  # fmt: skip
+        return quat_to_rot6d(pr.encode_rotations(local))
 
     def _guide_all(self, ctx: _RigContext, loss_fn):
         s = self.sampling
