@@ -231,7 +231,7 @@ def test_ik_prints_validity_and_warns_about_unreachable_handles(checkpoint, tmp_
     from posespace import SamplingConfig
 
     ex = _example_module()
-    fast = SamplingConfig(ik_steps=1, ik_dls_iters=2, ik_rounds=1, ik_round_dls_iters=1, polish_iters=1)
+    fast = SamplingConfig(ik_steps=1, ik_dls_iters=2, polish_iters=1)
     cfg = ex.Ik(checkpoint, "procedural:quadruped", tmp_path / "ik.usda", handles=("front_left_toes=5,5,5",),
                 sampling=fast)  # fmt: skip
     import torch
