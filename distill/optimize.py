@@ -494,7 +494,10 @@ class Distiller:
                 "steps": len(log),
                 "seconds": float(sum(r["seconds"] for r in log)),
             }
-            (out / "oracle_metrics.json").write_text(json.dumps(metrics, indent=2))
+            from usd_io import atomic_output
+
+            with atomic_output(out / "oracle_metrics.json") as tmp:
+                tmp.write_text(json.dumps(metrics, indent=2))
         return DistillResult(motion, log, out, ran, metrics)
 
     @staticmethod

@@ -379,7 +379,8 @@ def main(cfg) -> int:
         if cfg.threads < 1:
             raise ValueError(f"--threads: must be >= 1, got {cfg.threads}")
         torch.set_num_threads(cfg.threads)
-        out = cfg.output / "config.json" if isinstance(cfg, Evaluate) else cfg.output.with_suffix(".config.json")
+        beside = cfg.output.with_name(cfg.output.name + ".config.json")  # OUTPUT.config.json, as OUTPUT.audit/
+        out = cfg.output / "config.json" if isinstance(cfg, Evaluate) else beside
         run = {Sample: run_sample, Ik: run_ik, Interpolate: run_interpolate, Evaluate: run_evaluate}[type(cfg)]
         message = run(cfg)
         _save_config(cfg, out)

@@ -4,7 +4,8 @@ A diffusion model over per-joint rotations (6D, in canonical bone frames) for an
 joint tokens with attention biased by skeletal graph distance, conditioned on per-joint features including the
 skinned region each bone drives. Differentiable validators on the skinned body (hyperextension, bone twist,
 self-intersection; Warp kernels) serve as training loss and sampling guidance. Uses: sample, project, IK,
-interpolate, and a target filter for the physics controller. See ``design/posespace.md``.
+interpolate, a target filter for the physics controller, and a pose prior for trajectory optimization. See
+``design/posespace.md``.
 
 Importing ``posespace`` imports torch and Warp (not pxr).
 """

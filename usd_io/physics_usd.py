@@ -35,7 +35,8 @@ Newton's D6 joints use the same convention; PhysX's D6 joints measure twist and 
 these only for small swings. No joint state is authored: importers that start from zero joint positions (Newton)
 and those that start from the authored body transforms (PhysX) agree only when the bodies are written at the
 zero-coordinate pose, the character's reference pose -- which is what ``examples/track.py`` writes (placed at the
-first simulated frame's root). Only stages in metres and kilograms (the defaults) read back through Newton, whose
+first simulated frame's root, raised so that its lowest collider point lies at the ground plus the contact gap).
+Only stages in metres and kilograms (the defaults) read back through Newton, whose
 importer does not convert units; other units are authored correctly for other readers.
 """
 

@@ -117,12 +117,14 @@ class CharacterConfig:
     """How a rig becomes an articulated rigid-body character (bodies, colliders, masses, joints, gains)."""
 
     density_kg_m3: float = 1000.0
-    """Density of the capsule colliders [kg/m^3] (used when ``total_mass_kg`` is None)."""
+    """Density of the body [kg/m^3]: it fills the volume ``mass_from`` names (the skin's enclosed volume by default,
+    the capsules' own with ``colliders``); unused when ``total_mass_kg`` is set."""
     total_mass_kg: float | None = None
     """Total mass of the character [kg]; when set, the density is scaled to reach it."""
     mass_from: Literal["mesh", "colliders"] = "mesh"
     """What volume the density fills (when ``total_mass_kg`` is None). ``mesh``: the skinned mesh's enclosed
-    volume, shared by the bodies in proportion to their capsules' volumes. Fitted capsules overlap at the joints
+    volume (measured on the skin in the reference pose, where the capsules are fitted), shared by the bodies in
+    proportion to their capsules' volumes. Fitted capsules overlap at the joints
     and bulge past the skin, so their volume overstates the body's: the procedural biped's capsules hold 112.7 L
     against its mesh's 67.6 L (a 113 kg human instead of 68 kg), the Fox's 25.0 L against 16.8 L. Used when the
     merged mesh is closed (watertight after merging coincident vertices, e.g. across UV seams); an open mesh or a
@@ -159,7 +161,7 @@ class CharacterConfig:
     meshless_trunk_radius_fraction: float = 0.07
     """For rigs without a skinned mesh: capsule radius of trunk bones (those whose subtree holds at least a third
     of the joints: pelvis to chest) as a fraction of the character height, at least. A CMU skeleton's spine is
-    split into bones of a few centimetres, whose length-scaled capsules made a 17 kg human with 0.3 kg of trunk."""
+    split into bones of a few centimetres, whose length-scaled capsules made a 12 kg human with 0.3 kg of trunk."""
     joint_limits: Literal["motion", "none"] = "motion"
     """``motion``: joint limits from the reference motion's range plus a margin; ``none``: unlimited."""
     joint_limit_margin_deg: float = 25.0

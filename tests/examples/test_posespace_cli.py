@@ -58,7 +58,7 @@ def test_sample_writes_one_pose_per_frame(checkpoint, tmp_path):
     assert "validity" in text
     rot = read_animation(out)
     assert rot.shape[0] == 3 and np.isfinite(rot).all()
-    assert out.with_suffix(".config.json").is_file()
+    assert out.with_name(out.name + ".config.json").is_file()  # beside OUTPUT, as OUTPUT.audit/
     from usd_io import validate_stage
 
     assert validate_stage(out) == []
