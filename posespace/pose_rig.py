@@ -196,27 +196,32 @@ class PoseRig:
             root[:, 2] = self.ground_heights(rot)
         return Motion(fps, root, rot, name=name)
 
-    def lowest_points(self, rotations: np.ndarray) -> np.ndarray:
+    def lowest_points(self, rotations: np.ndarray, translations: np.ndarray | None = None) -> np.ndarray:
         """Height [m] of the lowest point of each pose with the root at the origin, shape (N,): over the skinned
         vertices of the rig's meshes, or over the joints of a rig without a mesh.
 
         Args:
-            rotations: local joint rotations [quat xyzw], shape (N, J, 4) (joint translations at rest).
+            rotations: local joint rotations [quat xyzw], shape (N, J, 4).
+            translations: optional local joint translations [m], shape (N, J, 3) (the root column is ignored);
+                the rest translations when None.
         """
         import sim
 
         rotations = np.asarray(rotations, dtype=np.float64)
-        motion = Motion(30.0, np.zeros((len(rotations), 3)), rotations)
+        if translations is not None:
+            translations = np.array(translations, dtype=np.float64)
+            translations[:, 0] = 0.0
+        motion = Motion(30.0, np.zeros((len(rotations), 3)), rotations, translations)
         if self.rig.meshes:
             points, _ = sim.skin_motion(self.rig, motion)
         else:
             points, _ = sim.pose_motion(self.rig, motion)
         return points[..., 2].min(axis=1)
 
-    def ground_heights(self, rotations: np.ndarray) -> np.ndarray:
-        """Root height [m] that puts the lowest point of each pose (:meth:`lowest_points`) on the ground z = 0,
-        shape (N,)."""
-        return -self.lowest_points(rotations)
+    def ground_heights(self, rotations: np.ndarray, translations: np.ndarray | None = None) -> np.ndarray:
+        """Root height [m] that puts the lowest point of each pose (:meth:`lowest_points`, same arguments) on the
+        ground z = 0, shape (N,)."""
+        return -self.lowest_points(rotations, translations)
 
     def mirror(self, poses: np.ndarray) -> np.ndarray:
         """Left/right mirror images of 6D poses (N, J, 6) (identity map for rigs without verified symmetry)."""

@@ -474,7 +474,8 @@ class PoseSpace:
         straight line over the ground from ``a``'s root position to ``b``'s, turns from ``a``'s heading to ``b``'s
         (slerp about up), and keeps each pose's lowest point at a height blended linearly from the ends' (so the
         path's ends are the given frames, and a path between two poses standing on the ground stands on it).
-        Inactive joints (e.g. fingers) slerp from ``a``'s rotations to ``b``'s.
+        Inactive joints (e.g. fingers) slerp from ``a``'s rotations to ``b``'s; joint translations (clips that move
+        joints away from rest, e.g. the Fox's hips) blend linearly from ``a``'s to ``b``'s (exact at the ends).
         """
         pr = self.pose_rig(rig)
         path = self.interpolate_poses(rig, pr.encode(a)[0], pr.encode(b)[0], steps)
@@ -548,11 +549,18 @@ def _placed_path(pr: PoseRig, path: np.ndarray, a: Motion, b: Motion, fps: float
     rot = pr.decode_quats(rot6d_to_quat(path), headings)
     inactive = ~pr.active
     rot[:, inactive] = quat_slerp(a.rotations[:, inactive], b.rotations[:, inactive], u[:, None])
-    ends = np.concatenate([a.rotations, b.rotations])
-    clearance = np.concatenate([a.root_translations, b.root_translations])[:, 2] + pr.lowest_points(ends)
+    trans = None
+    if a.translations is not None or b.translations is not None:  # clips that move joints (Fox: b_Hip_01)
+        ta, tb = a.local_translations(pr.rig)[0], b.local_translations(pr.rig)[0]
+        trans = (1 - u)[:, None, None] * ta + u[:, None, None] * tb
+    ends_rot = np.concatenate([a.rotations, b.rotations])
+    ends_trans = None if trans is None else trans[[0, -1]]
+    clearance = np.concatenate([a.root_translations, b.root_translations])[:, 2] + pr.lowest_points(
+        ends_rot, ends_trans
+    )
     root = (1 - u)[:, None] * a.root_translations + u[:, None] * b.root_translations
-    root[:, 2] = pr.ground_heights(rot) + (1 - u) * clearance[0] + u * clearance[1]
-    return Motion(fps, root, rot, name="interpolation")
+    root[:, 2] = pr.ground_heights(rot, trans) + (1 - u) * clearance[0] + u * clearance[1]
+    return Motion(fps, root, rot, trans, name="interpolation")
 
 
 def _count(name: str, value, low: int) -> int:

@@ -383,6 +383,24 @@ def test_interpolation_carries_the_ends_root_and_heading(trained, fk):
     np.testing.assert_allclose(path.root_translations[3, :2], (root[0, :2] + root[30, :2]) / 2, atol=GROUND_TOL)
 
 
+def test_interpolation_carries_the_ends_joint_translations(trained, fk):
+    space, rig, _, _, helpers = trained
+    walk = helpers.stick_walk(rig, 40)
+    trans = walk.local_translations(rig)
+    trans[:, rig.joint_index("left_hip")] += [0.05, 0.02, -0.1]  # clips that move joints away from rest (Fox hips)
+    trans[30:, rig.joint_index("right_knee")] += [0.0, 0.03, 0.12]  # b shortens another bone
+    walk = sim.Motion(walk.fps, walk.root_translations, walk.rotations, trans)
+    root = walk.root_translations.copy()
+    root[:, 2] -= fk(rig, walk)[..., 2].min(axis=1)  # both ends stand on the ground with their translations
+    walk = sim.Motion(walk.fps, root, walk.rotations, trans)
+    a, b = walk.slice(0, 1), walk.slice(30, 31)
+    path = space.interpolate(rig, a, b, 6)
+    # the ends are the given frames, joint translations included (NumPy FK reference, independent of Warp)
+    np.testing.assert_allclose(fk(rig, path)[[0, -1]], fk(rig, walk)[[0, 30]], atol=GROUND_TOL)
+    # and every pose of the path stands on the ground with the translations it carries
+    np.testing.assert_allclose(fk(rig, path)[..., 2].min(axis=1), 0.0, atol=GROUND_TOL)
+
+
 def test_target_filter_and_prior_name_bad_input(trained):
     space, rig, _, _, helpers = trained
     motion = _hyperextended(rig, space.pose_rig(rig), helpers.stick_walk(rig, 10), np.arange(3, 8))
