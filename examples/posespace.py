@@ -1,5 +1,6 @@
 # Pose space (ViPS): train a pose diffusion model over several skeletons, then sample, solve IK, interpolate and
-# evaluate it. Every command that writes poses writes a UsdSkel stage (one SkelAnimation, one pose per frame).
+# evaluate it. Every command that writes poses writes a UsdSkel stage (one SkelAnimation, one pose per frame); sample
+# and ik stand each pose on the ground (lowest point at z = 0), interpolate carries its ends' placement.
 #
 #   .venv/bin/python examples/posespace.py train --output runs/posespace                 # acceptance training
 #   .venv/bin/torchrun --nproc_per_node 4 examples/posespace.py train --output runs/ps   # several processes
@@ -50,7 +51,7 @@ from posespace import (  # noqa: E402
     train,
 )
 from posespace.training import DEFAULT_HELDOUT, DEFAULT_TRAIN_DATA  # noqa: E402
-from sim import RigError  # noqa: E402
+from sim import Motion, RigError  # noqa: E402
 from usd_io import InputError, atomic_output, load_asset, make_folder, write_audit, write_usdskel  # noqa: E402
 
 
@@ -99,11 +100,13 @@ class Ik:
     rig: str
     """The character (file or procedural:NAME)."""
     output: Path
-    """UsdSkel stage to write: one solved pose per frame."""
+    """UsdSkel stage to write: one solved pose per frame, each standing on the ground (its lowest point at z = 0,
+    the root above its rest x, y; the handles are met relative to the root)."""
     handles: tuple[str, ...] = ()
     """Handles as JOINT=X,Y,Z [m] (one pose, each joint once) in skeleton space with the root at its rest position
     (the rig's rest translation; BVH rigs have the hips at the origin there, feet near z = -0.9), e.g.
-    lhand=0.15,-0.3,0.1 on CMU 131 (facing -y): the left hand in front of the belly."""
+    lhand=0.15,-0.3,0.1 on CMU 131 (facing -y): the left hand in front of the belly. The written stage is then
+    moved up or down onto the ground."""
     handles_from_frames: tuple[int, ...] = ()
     """Instead of --handles: take the end-effector positions of these frames of the rig's clip (one pose each)."""
     clip: str | None = None
@@ -271,7 +274,11 @@ def run_ik(cfg: Ik) -> str:
     target = np.stack([np.atleast_2d(v) for v in handles.values()], axis=1)
     err = np.linalg.norm(pos[:, idx] - target, axis=-1) / rig.height()
     valid = space.validators(rig).check(poses).rates()["valid"]
-    write_usdskel(cfg.output, rig, [motion])
+    # the handles are relative to the root; the written stage stands on the ground like sample's (lowest point at
+    # z = 0 per frame, the root above its rest x, y): BVH rigs rest with the hips at the origin, feet ~1 m under
+    root = motion.root_translations.copy()
+    root[:, 2] = pr.ground_heights(motion.rotations)
+    write_usdskel(cfg.output, rig, [Motion(motion.fps, root, motion.rotations, name=motion.name)])
     if err.max() > IK_WARN_ERROR:
         f, h = np.unravel_index(err.argmax(), err.shape)
         print(f"warning: handle {list(handles)[h]!r} of pose {f} not reached ({err.max():.3f} x height away): out of "
@@ -280,7 +287,7 @@ def run_ik(cfg: Ik) -> str:
     ms = 1000 * seconds / motion.frame_count
     return (f"{motion.frame_count} IK poses of {rig.name!r}, validity {valid:.3f}, worst handle error "
             f"{err.max():.4f} x height, solved together in {seconds:.2f} s ({ms:.1f} ms/pose; the batch time "
-            "barely grows with its size)")  # fmt: skip
+            "barely grows with its size); written standing on z = 0")  # fmt: skip
 
 
 def run_interpolate(cfg: Interpolate) -> str:

@@ -250,8 +250,6 @@ def test_ik_prints_validity_and_warns_about_unreachable_handles(checkpoint, tmp_
 def test_sample_on_a_bvh_rig_stands_on_the_ground(checkpoint, tmp_path, capsys, assets_dir):
     """Read back with Pixar's UsdSkel: every written pose has its lowest joint on z = 0 (a BVH rig's rest root is
     the hips at the origin, where the samples used to be written, feet ~0.9 m underground)."""
-    from pxr import Usd, UsdSkel
-
     ex = _example_module()
     out = tmp_path / "cmu.usda"
     cfg = ex.Sample(checkpoint, str(assets_dir / "bvh" / "131_01.bvh"), out, count=2,
@@ -263,16 +261,41 @@ def test_sample_on_a_bvh_rig_stands_on_the_ground(checkpoint, tmp_path, capsys, 
         assert ex.main(cfg) == 0, capsys.readouterr().err
     finally:
         torch.set_num_threads(threads)
-    stage = Usd.Stage.Open(str(out))
+    lowest = _lowest_joint_heights(out)
+    assert len(lowest) == 2
+    np.testing.assert_allclose(lowest, 0.0, atol=USD_FLOAT_TOL)
+
+
+def _lowest_joint_heights(path: Path) -> list[float]:
+    """Height [m] of the lowest joint at every time sample of the stage's skeleton, by Pixar's UsdSkel."""
+    from pxr import Usd, UsdSkel
+
+    stage = Usd.Stage.Open(str(path))
     cache = UsdSkel.Cache()
     root = next(p for p in stage.Traverse() if p.IsA(UsdSkel.Root))
     cache.Populate(UsdSkel.Root(root), Usd.TraverseInstanceProxies())
     skel = next(p for p in stage.Traverse() if p.IsA(UsdSkel.Skeleton))
     query = cache.GetSkelQuery(UsdSkel.Skeleton(skel))
     times = query.GetAnimQuery().GetJointTransformTimeSamples()
-    lowest = [min(m[3][2] for m in query.ComputeJointSkelTransforms(Usd.TimeCode(t))) for t in times]
-    assert len(lowest) == 2
-    np.testing.assert_allclose(lowest, 0.0, atol=USD_FLOAT_TOL)
+    return [min(m[3][2] for m in query.ComputeJointSkelTransforms(Usd.TimeCode(t))) for t in times]
+
+
+def test_ik_on_a_bvh_rig_stands_on_the_ground(checkpoint, tmp_path, capsys, assets_dir):
+    """The written IK stage stands on z = 0 (it kept the BVH rest root, the hips at the origin: feet ~1 m under);
+    the handles are still met relative to the root."""
+    ex = _example_module()
+    out = tmp_path / "cmu_ik.usda"
+    cfg = ex.Ik(checkpoint, str(assets_dir / "bvh" / "131_01.bvh"), out, handles_from_frames=(0, 50),
+                sampling=ex.SamplingConfig(ik_steps=1, ik_dls_iters=4, polish_iters=1))  # fmt: skip
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        assert ex.main(cfg) == 0, capsys.readouterr().err
+    finally:
+        torch.set_num_threads(threads)
+    assert "standing on z = 0" in capsys.readouterr().out
+    np.testing.assert_allclose(_lowest_joint_heights(out), 0.0, atol=USD_FLOAT_TOL)
 
 
 def test_output_equal_to_the_rig_is_refused(checkpoint, tmp_path, capsys):
