@@ -116,8 +116,11 @@ class SamplingConfig:
 class _RigContext:
     def __init__(self, space: PoseSpace, rig: Rig):
         self.pose_rig = PoseRig(rig)
-        cal = space.calibrations.get(self.pose_rig.signature)
-        self.calibration = RigCalibration.from_dict(cal) if isinstance(cal, dict) else cal
+        key = self.pose_rig.signature
+        cal = space.calibrations.get(key)
+        self.calibration = _parse_calibration(key, cal) if isinstance(cal, dict) else cal
+        if self.calibration is not None:
+            _check_calibration_fits(self.calibration, key, rig, space.source)
         self.validators = PoseValidators(self.pose_rig, self.calibration, space.validator_config)
         b = collate_poses([self.pose_rig], np.zeros(1, dtype=np.int64), [self.pose_rig.rest_pose(1)[0]], space.scale)
         self.cond1 = Conditioning(b.features, b.distances, b.mask)
@@ -162,6 +165,8 @@ class PoseSpace:
         self.sampling = (sampling or SamplingConfig()).check()
         self.diffusion = GaussianDiffusion(diffusion)
         self.training_clips = tuple(str(c) for c in training_clips)
+        self.source = "pose space"
+        """Where the pose space came from (the checkpoint file after :meth:`load`), for error messages."""
         self._contexts: dict[int, tuple[Rig, _RigContext]] = {}
 
     # -- persistence ----------------------------------------------------------------------------------------
@@ -220,11 +225,13 @@ class PoseSpace:
         except Exception as e:  # torch raises pickle, zip and runtime errors alike for a foreign file
             raise ValueError(f"{path}: not a readable torch checkpoint ({type(e).__name__}: {e})") from e
         try:
-            return cls.from_state(state, sampling)
+            space = cls.from_state(state, sampling)
         except KeyError as e:
             raise ValueError(f"{path}: pose-space checkpoint lacks the field {e.args[0]!r}") from e
         except (TypeError, RuntimeError, ValueError) as e:
             raise ValueError(f"{path}: {e}") from e
+        space.source = str(path)
+        return space
 
     @classmethod
     def from_state(cls, state: dict, sampling: SamplingConfig | None = None) -> PoseSpace:
@@ -239,6 +246,12 @@ class PoseSpace:
         scale = state["scale"]
         if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
             raise ValueError(f"scale: must be a finite number > 0, got {scale!r}")
+        cals = state.get("calibrations", {})
+        if not isinstance(cals, dict):
+            raise ValueError(f"calibrations: expected a mapping skeleton -> calibration, got {type(cals).__name__}")
+        for key, cal in cals.items():  # a damaged calibration is named here, not at its first use
+            if not isinstance(cal, RigCalibration):
+                _parse_calibration(key, cal)
         vcfg = dict(state.get("validator_config", {}))
         if "loss_weights" in vcfg:
             vcfg["loss_weights"] = tuple(vcfg["loss_weights"])
@@ -561,6 +574,53 @@ def _placed_path(pr: PoseRig, path: np.ndarray, a: Motion, b: Motion, fps: float
     root = (1 - u)[:, None] * a.root_translations + u[:, None] * b.root_translations
     root[:, 2] = pr.ground_heights(rot, trans) + (1 - u) * clearance[0] + u * clearance[1]
     return Motion(fps, root, rot, trans, name="interpolation")
+
+
+def _parse_calibration(key: str, data) -> RigCalibration:
+    """A checkpoint's calibration dict as a :class:`RigCalibration`, or ValueError naming ``calibrations[key]``
+    and what is wrong (shapes, finiteness, the excluded part pairs)."""
+    where = f"calibrations[{key!r}]"
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: expected a calibration (dict), got {type(data).__name__}")
+    limits = data.get("limits")
+    if not isinstance(limits, dict):
+        raise ValueError(f"{where}: lacks the joint limits ('limits'; fields {sorted(map(str, data))})")
+    arrays = {}
+    for name, ndim in (("swing", 2), ("twist_lo", 1), ("twist_hi", 1), ("weight", 1)):
+        if name not in limits:
+            raise ValueError(f"{where}: limits lack {name!r}")
+        try:
+            arrays[name] = np.asarray(limits[name], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: limits.{name} is not numeric") from None
+        if arrays[name].ndim != ndim:
+            raise ValueError(f"{where}: limits.{name}: expected a {ndim}-D array, got shape {arrays[name].shape}")
+        if not bool(np.isfinite(arrays[name]).all()):
+            raise ValueError(f"{where}: limits.{name}: non-finite values")
+    joints = len(arrays["swing"])
+    if any(len(arrays[n]) != joints for n in ("twist_lo", "twist_hi", "weight")):
+        shapes = ", ".join(f"{n} {arrays[n].shape}" for n in arrays)
+        raise ValueError(f"{where}: limits of inconsistent shapes ({shapes})")
+    extra = set(limits) - {"swing", "twist_lo", "twist_hi", "weight", "source"}
+    if extra:
+        raise ValueError(f"{where}: limits have unknown fields {sorted(map(str, extra))}")
+    pairs = data.get("excluded_parts", [])
+    try:
+        pairs = [tuple(int(i) for i in p) for p in pairs]
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: excluded_parts: expected pairs of joint indices") from None
+    if any(len(p) != 2 or min(p) < 0 or max(p) >= joints for p in pairs):
+        raise ValueError(f"{where}: excluded_parts: expected pairs of joint indices in [0, {joints})")
+    return RigCalibration.from_dict(data)
+
+
+def _check_calibration_fits(cal: RigCalibration, key: str, rig: Rig, source: str) -> None:
+    """ValueError naming ``source`` when a calibration's joint count differs from the rig's (a calibration stored
+    under another skeleton's key: the validators would fail on a tensor shape deep inside)."""
+    joints = len(cal.limits.swing)
+    if joints != rig.joint_count:
+        raise ValueError(f"{source}: calibrations[{key!r}] has limits for {joints} joints but rig {rig.name!r} has "
+                         f"{rig.joint_count}: the checkpoint's calibration of this skeleton is damaged")  # fmt: skip
 
 
 def _count(name: str, value, low: int) -> int:

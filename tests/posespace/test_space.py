@@ -100,6 +100,32 @@ def test_load_errors_name_the_file_and_field(tmp_path):
         PoseSpace.load(partial)
 
 
+def test_damaged_calibrations_are_named_on_load_or_at_use(trained, tmp_path):
+    """A damaged calibration used to fail at its first use as ``KeyError: 'limits'`` (no file, no field) or, when
+    another skeleton's calibration sat under the key, as a tensor-size RuntimeError deep in the validators."""
+    space, rig, *_ = trained
+    state = space.state()
+    key = space.pose_rig(rig).signature
+    cal = state["calibrations"][key]
+    damaged = {
+        "junk.pt": ({"junk": 1}, r"calibrations\['" + key + r"'\]: lacks the joint limits"),
+        "nan.pt": ({**cal, "limits": {**cal["limits"], "twist_hi": [float("nan")] * rig.joint_count}},
+                   r"calibrations\['" + key + r"'\]: limits\.twist_hi: non-finite"),
+        "pairs.pt": ({**cal, "excluded_parts": [[0, 99]]}, r".*: excluded_parts: expected pairs of joint indices"),
+    }  # fmt: skip
+    for name, (bad, message) in damaged.items():
+        torch.save(dict(state, calibrations={key: bad}), tmp_path / name)
+        with pytest.raises(ValueError, match=rf"{name.replace('.', '[.]')}: {message}"):
+            PoseSpace.load(tmp_path / name)
+    # a whole calibration of a smaller skeleton under this skeleton's key: refused where the rig meets it
+    other = {k: (v[:10] if k != "source" else v) for k, v in cal["limits"].items()}
+    torch.save(dict(state, calibrations={key: {**cal, "limits": other, "excluded_parts": []}}), tmp_path / "swap.pt")
+    swapped = PoseSpace.load(tmp_path / "swap.pt")
+    with pytest.raises(ValueError, match=rf"swap\.pt: calibrations\['{key}'\] has limits for 10 joints but rig "
+                                         rf"'stick' has {rig.joint_count}"):  # fmt: skip
+        swapped.target_filter(rig)
+
+
 def test_samples_are_rotations_and_valid(trained):
     space, rig, *_ = trained
     motion = space.sample(rig, 24, seed=0)
