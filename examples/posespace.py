@@ -216,16 +216,30 @@ def _frame(asset, text: str, flag: str) -> tuple[str, int]:
     return motion.name, _frame_index(asset, motion, index)
 
 
+_WARNINGS: list[str] = []
+"""One-line warnings of the current command, printed after its summary (a failing command prints its error only)."""
+
+
+def _load_space(cfg) -> PoseSpace:
+    """The --checkpoint's pose space; queues a warning when it was trained for too few steps."""
+    space = PoseSpace.load(cfg.checkpoint, cfg.sampling)
+    warning = space.training_warning()
+    if warning:
+        _WARNINGS.append(warning)
+    return space
+
+
 def run_sample(cfg: Sample) -> str:
     if isinstance(cfg.count, bool) or not isinstance(cfg.count, int) or cfg.count < 1:
         raise ValueError(f"--count: must be an integer >= 1, got {cfg.count!r}")
     _check_output(cfg)
-    space = PoseSpace.load(cfg.checkpoint, cfg.sampling)
+    space = _load_space(cfg)
     rig = load_asset(cfg.rig).rig
     motion = space.sample(rig, cfg.count, seed=cfg.seed, guidance=cfg.guidance)
     rates = space.validators(rig).check(space.pose_rig(rig).encode(motion)).rates()
     write_usdskel(cfg.output, rig, [motion])
-    return f"{cfg.count} samples of {rig.name!r} (standing on z = 0), validity {rates['valid']:.3f}"
+    return (f"{cfg.count} samples of {rig.name!r} (standing on z = 0), validity {rates['valid']:.3f}; model "
+            f"{space.training_summary()}")  # fmt: skip
 
 
 def _parse_handles(cfg: Ik, rig) -> dict[str, np.ndarray]:
@@ -253,7 +267,7 @@ def run_ik(cfg: Ik) -> str:
     if not cfg.handles and not cfg.handles_from_frames:
         raise ValueError("--handles: give --handles JOINT=X,Y,Z or --handles-from-frames")
     _check_output(cfg)
-    space = PoseSpace.load(cfg.checkpoint, cfg.sampling)
+    space = _load_space(cfg)
     asset = load_asset(cfg.rig)
     rig = asset.rig
     pr = space.pose_rig(rig)
@@ -287,12 +301,12 @@ def run_ik(cfg: Ik) -> str:
     ms = 1000 * seconds / motion.frame_count
     return (f"{motion.frame_count} IK poses of {rig.name!r}, validity {valid:.3f}, worst handle error "
             f"{err.max():.4f} x height, solved together in {seconds:.2f} s ({ms:.1f} ms/pose; the batch time "
-            "barely grows with its size); written standing on z = 0")  # fmt: skip
+            f"barely grows with its size); written standing on z = 0; model {space.training_summary()}")  # fmt: skip
 
 
 def run_interpolate(cfg: Interpolate) -> str:
     _check_output(cfg)
-    space = PoseSpace.load(cfg.checkpoint, cfg.sampling)
+    space = _load_space(cfg)
     asset = load_asset(cfg.rig)
     rig = asset.rig
     ends = []
@@ -303,7 +317,7 @@ def run_interpolate(cfg: Interpolate) -> str:
     motion = space.interpolate(rig, ends[0], ends[1], cfg.steps)
     rates = space.validators(rig).check(space.pose_rig(rig).encode(motion)).rates()
     write_usdskel(cfg.output, rig, [motion])
-    message = f"{cfg.steps}-pose path of {rig.name!r}, validity {rates['valid']:.3f}"
+    message = f"{cfg.steps}-pose path of {rig.name!r}, validity {rates['valid']:.3f}; model {space.training_summary()}"
     if cfg.audit:
         folder = cfg.output.with_name(cfg.output.name + ".audit")
         report = write_audit(folder, rig, motion, source=f"{cfg.rig} (pose-space interpolation)")
@@ -325,7 +339,7 @@ def run_evaluate(cfg: Evaluate) -> str:
 
 
 def _evaluate(cfg: Evaluate) -> str:
-    space = PoseSpace.load(cfg.checkpoint, cfg.sampling)
+    space = _load_space(cfg)
     train_set, heldout = PoseSet.from_specs(cfg.data, cfg.fps).split_by_clip(cfg.heldout)
     if not heldout.rigs:
         raise InputError(", ".join(cfg.data), "heldout", f"no clip named {', '.join(cfg.heldout)}")
@@ -344,11 +358,11 @@ def _evaluate(cfg: Evaluate) -> str:
 
         metrics = evaluate(space, heldout, cfg.eval, train_set, progress=progress)
     metrics["seconds"] = time.perf_counter() - t0
+    metrics["model_training"] = space.training  # steps trained and final loss (None: not recorded)
     with atomic_output(cfg.output / "metrics.json") as tmp:
         tmp.write_text(json.dumps(metrics, indent=2, default=str))
-    return f"wrote {cfg.output / 'metrics.json'}; " + "; ".join(
-        _heldout_summary(n, m) for n, m in metrics["heldout"].items()
-    )
+    return (f"wrote {cfg.output / 'metrics.json'}; model {space.training_summary()}; "
+            + "; ".join(_heldout_summary(n, m) for n, m in metrics["heldout"].items()))  # fmt: skip
 
 
 def _heldout_summary(skeleton: str, m: dict) -> str:
@@ -389,9 +403,12 @@ def main(cfg) -> int:
         beside = cfg.output.with_name(cfg.output.name + ".config.json")  # OUTPUT.config.json, as OUTPUT.audit/
         out = cfg.output / "config.json" if isinstance(cfg, Evaluate) else beside
         run = {Sample: run_sample, Ik: run_ik, Interpolate: run_interpolate, Evaluate: run_evaluate}[type(cfg)]
+        _WARNINGS.clear()
         message = run(cfg)
         _save_config(cfg, out)
         print(message)
+        for warning in _WARNINGS:
+            print(f"warning: {warning}", file=sys.stderr)
         return 0
     except KeyboardInterrupt as e:
         if isinstance(cfg, TrainConfig):

@@ -212,12 +212,17 @@ def _filter_info(cfg: TrackConfig, space, character, ref, target_filter) -> dict
         "all_frames": cfg.pose_space_all_frames,
         "reference_frames_failing_validators": int(invalid.sum()),
         "reference_frames_projected": int(np.any(after.rotations != before.rotations, axis=(1, 2)).sum()),
+        "model_training": space.training,  # steps trained and final loss (None: not recorded in the checkpoint)
     }
     print(
         f"pose space {cfg.pose_space}: {info['reference_frames_failing_validators']} of {before.frame_count} reference "
         f"frames fail its validators; the filter changes {info['reference_frames_projected']}"
         + ("" if info["known_skeleton"] else " (a skeleton it was not trained on: zero-shot)")
+        + f"; model {space.training_summary()}"
     )
+    warning = space.training_warning()
+    if warning:
+        print(f"warning: {warning}")
     if cfg.pose_space_all_frames and cfg.method == "projection":
         print("note: --pose-space-all-frames with the projection projects every frame in each MPPI iteration (slow)")
     return info

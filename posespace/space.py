@@ -35,9 +35,13 @@ from .model import ModelConfig, PoseDenoiser
 from .pose_rig import IDENTITY_6D, PoseRig
 from .validators import PoseValidators, RigCalibration, ValidatorConfig
 
-__all__ = ["CHECKPOINT_FORMAT", "PoseSpace", "SamplingConfig", "tokens_to_poses"]
+__all__ = ["CHECKPOINT_FORMAT", "MIN_TRAINING_STEPS", "PoseSpace", "SamplingConfig", "tokens_to_poses"]
 
 CHECKPOINT_FORMAT = "kinedistill-posespace-1"
+
+MIN_TRAINING_STEPS = 500
+"""A model trained for fewer steps is flagged (:meth:`PoseSpace.training_warning`): ``train --steps 5`` makes a
+useless model whose samples still pass the validators (guidance and polish do that alone)."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,8 @@ class PoseSpace:
         diffusion: the schedule.
         training_clips: names (``"source#clip"``) of the clips the model was trained on (recorded in checkpoints
             so an evaluation can tell when a held-out clip was seen in training; empty when unknown).
+        training: provenance of the weights, ``{"steps": int, "final_loss": float}`` (the denoising loss averaged
+            over the last steps); None when unknown (checkpoints written before it was recorded).
     """
 
     def __init__(
@@ -155,6 +161,7 @@ class PoseSpace:
         sampling: SamplingConfig | None = None,
         diffusion: DiffusionConfig | None = None,
         training_clips: Sequence[str] = (),
+        training: Mapping | None = None,
     ):
         self.model = model.eval()
         for p in self.model.parameters():
@@ -165,6 +172,7 @@ class PoseSpace:
         self.sampling = (sampling or SamplingConfig()).check()
         self.diffusion = GaussianDiffusion(diffusion)
         self.training_clips = tuple(str(c) for c in training_clips)
+        self.training = None if training is None else dict(training)
         self.source = "pose space"
         """Where the pose space came from (the checkpoint file after :meth:`load`), for error messages."""
         self._contexts: dict[int, tuple[Rig, _RigContext]] = {}
@@ -182,6 +190,8 @@ class PoseSpace:
             "validator_config": asdict(self.validator_config),
             "diffusion_config": asdict(self.diffusion.config),
             "training_clips": list(self.training_clips),
+            **({} if self.training is None else {"training": dict(self.training)}),
+            "checksum": _checksum(self.model.state_dict(), cals, self.scale),
         }
 
     def fingerprint(self) -> str:
@@ -194,8 +204,9 @@ class PoseSpace:
         for name, t in sorted(self.model.state_dict().items()):
             h.update(name.encode())
             h.update(t.detach().cpu().contiguous().numpy().tobytes())
-        # the training clip names do not change any output (and older checkpoints lack them)
-        rest = {k: v for k, v in self.state().items() if k not in ("model", "training_clips")}
+        # the training clip names and provenance do not change any output (and older checkpoints lack them); the
+        # checksum repeats the weights and calibrations
+        rest = {k: v for k, v in self.state().items() if k not in ("model", "training_clips", "training", "checksum")}
         rest["sampling"] = asdict(self.sampling)
         h.update(json.dumps(rest, sort_keys=True, default=lambda a: np.asarray(a).tolist()).encode())
         return h.hexdigest()[:16]
@@ -237,6 +248,13 @@ class PoseSpace:
     def from_state(cls, state: dict, sampling: SamplingConfig | None = None) -> PoseSpace:
         if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
             raise ValueError(f"not a pose-space checkpoint (expected format {CHECKPOINT_FORMAT!r})")
+        if "checksum" in state:  # checkpoints written before checksums were stored load unchecked
+            if state["checksum"] != _checksum(state["model"], state.get("calibrations", {}), state["scale"]):
+                raise ValueError("checksum mismatch: the file is damaged (its weights or calibrations are not the ones "
+                                 "it was saved with)")  # fmt: skip
+        training = state.get("training")
+        if training is not None and not (isinstance(training, dict) and isinstance(training.get("steps"), int)):
+            raise ValueError(f"training: expected {{'steps': int, 'final_loss': float}}, got {training!r}")
         cfg = state["model_config"]
         model = PoseDenoiser(ModelConfig(**cfg).check())
         model.load_state_dict(state["model"])
@@ -257,7 +275,24 @@ class PoseSpace:
             vcfg["loss_weights"] = tuple(vcfg["loss_weights"])
         return cls(model, scale, state.get("calibrations", {}), ValidatorConfig(**vcfg).check(), sampling,
                    DiffusionConfig(**state.get("diffusion_config", {})).check(),
-                   state.get("training_clips", ()))  # fmt: skip
+                   state.get("training_clips", ()), training)  # fmt: skip
+
+    # -- provenance -----------------------------------------------------------------------------------------
+    def training_summary(self) -> str:
+        """One phrase on how the weights were trained, e.g. ``"trained 5000 steps, final loss 0.0312"``."""
+        if self.training is None:
+            return "training steps not recorded"
+        loss = self.training.get("final_loss")
+        text = f"trained {self.training['steps']} steps"
+        return text + (f", final loss {loss:.4g}" if isinstance(loss, (int, float)) else "")
+
+    def training_warning(self, min_steps: int = MIN_TRAINING_STEPS) -> str | None:
+        """A one-line warning when the model was trained for fewer than ``min_steps`` steps (None otherwise or
+        when unknown): such a model's samples still pass the validators, which guidance enforces by itself."""
+        if self.training is None or self.training["steps"] >= min_steps:
+            return None
+        return (f"{self.source} was trained for only {self.training['steps']} steps (< {min_steps}): its poses come "
+                "from the validators' guidance more than from learned data; train longer for real use")  # fmt: skip
 
     # -- per-rig state --------------------------------------------------------------------------------------
     def context(self, rig: Rig) -> _RigContext:
@@ -574,6 +609,23 @@ def _placed_path(pr: PoseRig, path: np.ndarray, a: Motion, b: Motion, fps: float
     root = (1 - u)[:, None] * a.root_translations + u[:, None] * b.root_translations
     root[:, 2] = pr.ground_heights(rot, trans) + (1 - u) * clearance[0] + u * clearance[1]
     return Motion(fps, root, rot, trans, name="interpolation")
+
+
+def _checksum(model_state: Mapping[str, torch.Tensor], calibrations: Mapping, scale) -> str:
+    """SHA-256 of a checkpoint's weights (names and bytes), calibrations (canonical JSON) and data scale."""
+    import hashlib
+    import json
+
+    h = hashlib.sha256()
+    for name in sorted(model_state):
+        t = model_state[name]
+        h.update(name.encode())
+        h.update(str(t.dtype).encode() + str(tuple(t.shape)).encode())
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    cals = {k: (v.to_dict() if isinstance(v, RigCalibration) else v) for k, v in calibrations.items()}
+    h.update(json.dumps(cals, sort_keys=True, default=lambda a: np.asarray(a).tolist()).encode())
+    h.update(repr(float(scale)).encode())
+    return "sha256:" + h.hexdigest()
 
 
 def _parse_calibration(key: str, data) -> RigCalibration:

@@ -302,9 +302,12 @@ def _fit(cfg: TrainConfig, pose_set: PoseSet | None, acc, device: torch.device) 
     pose_rigs = sampler.pose_rigs
     active_index = [torch.as_tensor(pr.active_index, dtype=torch.long, device=device) for pr in pose_rigs]
 
-    def make_space() -> PoseSpace:
+    recent: list[float] = []  # the denoising loss of the last steps (the provenance's final loss)
+
+    def make_space(step: int) -> PoseSpace:
+        final = sum(recent) / len(recent) if recent else None
         return PoseSpace(_copy(ema), scale, calibrations, cfg.validators, diffusion=cfg.diffusion,
-                         training_clips=clips)  # fmt: skip
+                         training_clips=clips, training={"steps": step, "final_loss": final})  # fmt: skip
 
     def diverged(step: int, what: str) -> FloatingPointError:
         kept = f"{ckpt_path} (step {last_saved}) is kept" if last_saved is not None else "no checkpoint was written"
@@ -317,7 +320,7 @@ def _fit(cfg: TrainConfig, pose_set: PoseSet | None, acc, device: torch.device) 
         nonlocal last_saved
         if not _all_finite(ema, acc.unwrap_model(model)):  # never replace a good checkpoint with a broken one
             raise diverged(step, "non-finite weights")
-        state = make_space().state()
+        state = make_space(step).state()
         state["train"] = {
             "model": acc.unwrap_model(model).state_dict(),
             "optimizer": opt.state_dict(),
@@ -368,6 +371,8 @@ def _fit(cfg: TrainConfig, pose_set: PoseSet | None, acc, device: torch.device) 
             decay = min(cfg.ema, (1 + step) / (10 + step))
             for pe, pm in zip(ema.parameters(), acc.unwrap_model(model).parameters()):
                 pe.mul_(decay).add_(pm.detach().cpu(), alpha=1 - decay)
+        recent.append(float(mse.detach().mean()))
+        del recent[:-50]
         if main:
             v = float(vloss.detach())
             bar.set_postfix(loss=f"{float(mse.detach().mean()):.4f}", val=f"{v:.4f}")
@@ -379,7 +384,7 @@ def _fit(cfg: TrainConfig, pose_set: PoseSet | None, acc, device: torch.device) 
     acc.wait_for_everyone()
     if not _all_finite(ema):
         raise diverged(cfg.steps, "non-finite weights")
-    space = make_space()
+    space = make_space(cfg.steps)
     if main:
         space.save(out / "posespace.pt")
         summary = {

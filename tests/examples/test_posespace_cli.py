@@ -64,6 +64,16 @@ def test_sample_writes_one_pose_per_frame(checkpoint, tmp_path):
     assert validate_stage(out) == []
 
 
+def test_summaries_name_the_training_and_warn_about_a_short_one(checkpoint, tmp_path):
+    """`train --steps 5` made a useless model whose samples reported validity 1.000 without a word."""
+    result = run("sample", "--checkpoint", str(checkpoint), "--rig", "procedural:quadruped", "--count", "1",
+                 "--output", str(tmp_path / "s.usda"), *FAST_SAMPLING)  # fmt: skip
+    assert "; model trained 3 steps, final loss " in ok(result)
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [f"warning: {checkpoint} was trained for only 3 steps (< 500): its poses come from the "
+                        "validators' guidance more than from learned data; train longer for real use"]  # fmt: skip
+
+
 def test_ik_and_interpolate(checkpoint, tmp_path):
     ik = tmp_path / "ik.usda"
     text = ok(run("ik", "--checkpoint", str(checkpoint), "--rig", "procedural:quadruped", "--handles-from-frames",
@@ -243,7 +253,7 @@ def test_ik_prints_validity_and_warns_about_unreachable_handles(checkpoint, tmp_
         torch.set_num_threads(threads)
     out = capsys.readouterr()
     assert "1 IK poses of 'quadruped', validity " in out.out and "ms/pose; the batch time barely grows" in out.out
-    warning = [line for line in _quiet(out.err) if line.startswith("warning:")]
+    warning = [line for line in _quiet(out.err) if line.startswith("warning: handle")]
     assert len(warning) == 1 and "handle 'front_left_toes' of pose 0 not reached" in warning[0]
 
 

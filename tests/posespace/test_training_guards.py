@@ -204,3 +204,47 @@ def test_a_folder_holding_an_earlier_run_is_refused_unless_resumed_or_overwritte
     space = train(_cfg(out, seed=1), stick_set)
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "config.json", "posespace.pt", "train_log.json"]
     assert PoseSpace.load(out / "posespace.pt").fingerprint() == space.fingerprint()
+
+
+def test_a_damaged_checkpoint_fails_its_checksum_and_an_old_one_loads_unchecked(tmp_path, stick_set):
+    """Bytes overwritten inside the zip were accepted (weights ~1e15 ran normally): the checksum names the file."""
+    space = train(_cfg(tmp_path / "run", steps=1), stick_set)
+    path = tmp_path / "run" / "posespace.pt"
+    data = bytearray(path.read_bytes())
+    # a weight whose bytes occur once in the file (torch stores tensor storages uncompressed; adaLN-Zero layers are
+    # all zeros): overwrite one float the way a bad disk would
+    name, weight = next((n, w) for n, w in space.model.state_dict().items()
+                        if w.numel() >= 16 and data.count(w.contiguous().numpy().tobytes()[:64]) == 1)  # fmt: skip
+    at = data.find(weight.contiguous().numpy().tobytes()[:64])
+    data[at + 8 : at + 12] = b"\x7f\x7f\x7f\x57"
+    damaged = tmp_path / "damaged.pt"
+    damaged.write_bytes(bytes(data))
+    assert not torch.equal(torch.load(damaged, weights_only=False)["model"][name], weight)  # really damaged
+    with pytest.raises(ValueError, match=r"damaged\.pt: checksum mismatch: the file is damaged"):
+        PoseSpace.load(damaged)
+    state = torch.load(path, weights_only=False)
+    state["calibrations"][next(iter(state["calibrations"]))]["pass_rates"]["valid"] = 0.5  # calibrations count
+    torch.save(state, tmp_path / "edited.pt")
+    with pytest.raises(ValueError, match=r"edited\.pt: checksum mismatch"):
+        PoseSpace.load(tmp_path / "edited.pt")
+    del state["checksum"]  # written before checksums were stored: loads as before
+    torch.save(state, tmp_path / "old.pt")
+    assert PoseSpace.load(tmp_path / "old.pt").fingerprint() != ""
+    assert PoseSpace.load(path).fingerprint() == space.fingerprint()
+
+
+def test_the_model_records_its_training_steps_and_final_loss(tmp_path, stick_set):
+    out = tmp_path / "run"
+    train(_cfg(out, steps=3, checkpoint_every=2), stick_set)
+    loaded = PoseSpace.load(out / "posespace.pt")
+    assert loaded.training["steps"] == 3
+    assert math.isfinite(loaded.training["final_loss"]) and loaded.training["final_loss"] > 0
+    assert loaded.training_summary().startswith("trained 3 steps, final loss ")
+    assert "trained for only 3 steps (< 500)" in loaded.training_warning()
+    assert torch.load(out / "checkpoint.pt", weights_only=False)["training"]["steps"] == 3
+    resumed = train(_cfg(out, steps=5, resume=True), stick_set)  # the count goes on across a resume
+    assert resumed.training["steps"] == 5 and PoseSpace.load(out / "posespace.pt").training["steps"] == 5
+    enough = PoseSpace(resumed.model, resumed.scale, training={"steps": 500, "final_loss": 0.1})
+    assert enough.training_warning() is None
+    unknown = PoseSpace(resumed.model, resumed.scale)  # checkpoints from before provenance was recorded
+    assert unknown.training_warning() is None and unknown.training_summary() == "training steps not recorded"
