@@ -191,6 +191,19 @@ def _pose_space_filter(cfg: TrackConfig, rig):
     return space.target_filter(rig, only_invalid=not cfg.pose_space_all_frames), space
 
 
+def _excluded_pairs(space, rig) -> tuple[list[list[str]], str | None]:
+    """The part pairs the rig's calibration leaves out of the self-intersection test (by joint name) and a note
+    saying so (None when there are none): the filter cannot see an intersection of those parts."""
+    names = space.validators(rig).calibration.excluded_part_names(rig.joint_names)
+    if not names:
+        return [], None
+    rate = space.validator_config.exclusion_rate
+    return [list(p) for p in names], (
+        f"note: pose space does not test self-intersection between: {', '.join(f'{a}/{b}' for a, b in names)} (its "
+        f"calibration excluded them: their proxies overlap in more than {rate:.0%} of the training poses)"
+    )
+
+
 def _filter_info(cfg: TrackConfig, space, character, ref, target_filter) -> dict:
     """What the pose-space filter does to the reference's PD targets (the Motion the controller hands it)."""
     import numpy as np
@@ -214,6 +227,7 @@ def _filter_info(cfg: TrackConfig, space, character, ref, target_filter) -> dict
         "reference_frames_projected": int(np.any(after.rotations != before.rotations, axis=(1, 2)).sum()),
         "model_training": space.training,  # steps trained and final loss (None: not recorded in the checkpoint)
     }
+    info["excluded_self_intersection_pairs"], note = _excluded_pairs(space, rig)
     print(
         f"pose space {cfg.pose_space}: {info['reference_frames_failing_validators']} of {before.frame_count} reference "
         f"frames fail its validators; the filter changes {info['reference_frames_projected']}"
@@ -223,6 +237,8 @@ def _filter_info(cfg: TrackConfig, space, character, ref, target_filter) -> dict
     warning = space.training_warning()
     if warning:
         print(f"warning: {warning}")
+    if note:
+        print(note)
     if cfg.pose_space_all_frames and cfg.method == "projection":
         print("note: --pose-space-all-frames with the projection projects every frame in each MPPI iteration (slow)")
     return info

@@ -209,6 +209,12 @@ class RigCalibration:
             "pass_rates": dict(self.pass_rates),
         }
 
+    def excluded_part_names(self, joint_names: list[str]) -> list[tuple[str, str]]:
+        """The excluded part pairs by joint name, sorted: pairs the self-intersection validator does not test
+        because their proxies overlapped in more than ``ValidatorConfig.exclusion_rate`` of the calibration poses
+        (a known limit: a real intersection of such a pair is not seen)."""
+        return sorted((joint_names[a], joint_names[b]) for a, b in self.excluded_parts)
+
     @classmethod
     def from_dict(cls, data: dict) -> RigCalibration:
         return cls(

@@ -54,3 +54,28 @@ def test_filter_keeps_tracked_motion_valid(tmp_path):
     filtered_valid = val.check(pr.encode(filtered.motion)).valid
     assert (~plain_valid[BAD_FRAMES]).mean() > 0.5  # plain tracking follows the knees backwards
     assert filtered_valid.all()  # through the filter every simulated frame passes
+
+
+def test_track_names_the_part_pairs_its_calibration_does_not_test(make_stick):
+    """On the Fox Run the filter reported 0 failing frames while the audit found leg/spine self-intersection: the
+    calibration had excluded exactly those part pairs. track.py now lists them (metrics.json) and notes them."""
+    from pathlib import Path
+
+    from example_scripts import load_example
+
+    from posespace import JointLimits, PoseDenoiser, PoseRig, PoseSpace, RigCalibration
+
+    track = load_example(Path(__file__).resolve().parents[2] / "examples" / "track.py", "track_example")
+    rig = make_stick()
+    pr = PoseRig(rig)
+    model = PoseDenoiser(ModelConfig(width=16, depth=1))
+    pairs = [(rig.joint_index("left_knee"), rig.joint_index("right_knee")),
+             (rig.joint_index("left_elbow"), rig.joint_index("spine"))]  # fmt: skip
+    cal = RigCalibration(JointLimits.default(pr), excluded_parts=pairs)
+    names, note = track._excluded_pairs(PoseSpace(model, 1.0, {pr.signature: cal}), rig)
+    assert names == [["left_elbow", "spine"], ["left_knee", "right_knee"]]
+    assert note == ("note: pose space does not test self-intersection between: left_elbow/spine, "
+                    "left_knee/right_knee (its calibration excluded them: their proxies overlap in more than 1% of "
+                    "the training poses)")  # fmt: skip
+    none = RigCalibration(JointLimits.default(pr))
+    assert track._excluded_pairs(PoseSpace(model, 1.0, {pr.signature: none}), rig) == ([], None)
