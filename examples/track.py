@@ -185,9 +185,12 @@ def _pose_space_filter(cfg: TrackConfig, rig):
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
     from posespace import PoseSpace
 
+    strength = cfg.pose_space_strength
+    if strength is not None and (isinstance(strength, bool) or not 0.0 <= strength <= 1.0):  # NaN fails too
+        raise ValueError(f"--pose-space-strength: must be a diffusion time in [0, 1], got {strength!r}")
     space = PoseSpace.load(cfg.pose_space)
-    if cfg.pose_space_strength is not None:  # checked (a diffusion time in [0, 1]) by the sampling settings
-        space = space.with_sampling(project_strength=cfg.pose_space_strength)
+    if strength is not None:
+        space = space.with_sampling(project_strength=strength)
     return space.target_filter(rig, only_invalid=not cfg.pose_space_all_frames), space
 
 

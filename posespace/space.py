@@ -228,6 +228,10 @@ class PoseSpace:
         path = Path(path)
         if sampling is not None:
             sampling.check()  # a bad setting is not the file's fault: report it before reading
+        if path.is_dir():  # e.g. the training run's folder
+            inside = path / "posespace.pt"
+            hint = f"did you mean {inside}?" if inside.is_file() else "give the posespace.pt a training run writes"
+            raise FileNotFoundError(f"{path}: is a folder, not a pose-space checkpoint; {hint}")
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such pose-space checkpoint")
         try:

@@ -79,3 +79,24 @@ def test_track_names_the_part_pairs_its_calibration_does_not_test(make_stick):
                     "the training poses)")  # fmt: skip
     none = RigCalibration(JointLimits.default(pr))
     assert track._excluded_pairs(PoseSpace(model, 1.0, {pr.signature: none}), rig) == ([], None)
+
+
+def test_track_names_the_strength_flag_and_points_a_run_folder_to_its_model(tmp_path):
+    """`--pose-space-strength 1.5` said `SamplingConfig.project_strength: ...`; a training folder said `no such
+    pose-space checkpoint`."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from example_scripts import load_example
+
+    track = load_example(Path(__file__).resolve().parents[2] / "examples" / "track.py", "track_example")
+    cfg = SimpleNamespace(pose_space=tmp_path / "x.pt", pose_space_strength=1.5, pose_space_all_frames=False)
+    with pytest.raises(ValueError, match=r"^--pose-space-strength: must be a diffusion time in \[0, 1\], got 1\.5$"):
+        track._pose_space_filter(cfg, None)
+    (tmp_path / "run").mkdir()
+    cfg = SimpleNamespace(pose_space=tmp_path / "run", pose_space_strength=None, pose_space_all_frames=False)
+    with pytest.raises(FileNotFoundError, match=r"is a folder, not a pose-space checkpoint; give the posespace\.pt"):
+        track._pose_space_filter(cfg, None)
+    (tmp_path / "run" / "posespace.pt").write_bytes(b"")
+    with pytest.raises(FileNotFoundError, match=rf"did you mean {tmp_path / 'run' / 'posespace.pt'}\?"):
+        track._pose_space_filter(cfg, None)
