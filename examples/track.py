@@ -207,8 +207,9 @@ def _excluded_pairs(space, rig) -> tuple[list[list[str]], str | None]:
     )
 
 
-def _filter_info(cfg: TrackConfig, space, character, ref, target_filter) -> dict:
-    """What the pose-space filter does to the reference's PD targets (the Motion the controller hands it)."""
+def _filter_info(cfg: TrackConfig, space, character, ref, target_filter):
+    """What the pose-space filter does to the reference's PD targets (the Motion the controller hands it): the
+    metrics.json entry and the filtered targets as a rig Motion (written to tracked.usda as a clip)."""
     import numpy as np
 
     seen = {}
@@ -244,7 +245,7 @@ def _filter_info(cfg: TrackConfig, space, character, ref, target_filter) -> dict
         print(note)
     if cfg.pose_space_all_frames and cfg.method == "projection":
         print("note: --pose-space-all-frames with the projection projects every frame in each MPPI iteration (slow)")
-    return info
+    return info, after
 
 
 def _project(character, ref, cfg: TrackConfig, checkpoint: ProjectionCheckpoint, target_filter=None):
@@ -332,7 +333,9 @@ def _run(cfg: TrackConfig) -> int:
     note = _feasibility_note(character, ref, cfg)
     if note:
         print(note)
-    filter_info = _filter_info(cfg, space, character, ref, target_filter) if target_filter is not None else None
+    filter_info, filtered_targets = None, None
+    if target_filter is not None:
+        filter_info, filtered_targets = _filter_info(cfg, space, character, ref, target_filter)
     ckpt = checkpoint.path
     if cfg.method == "pd":
         if cfg.resume:
@@ -379,7 +382,7 @@ def _run(cfg: TrackConfig) -> int:
             info=result.info,
         )
         writing = True
-        status = _write_outputs(cfg, character, prepared, clip.name, result, metrics)
+        status = _write_outputs(cfg, character, prepared, clip.name, result, metrics, filtered_targets)
     except KeyboardInterrupt as e:
         resumable = cfg.method == "projection" and ckpt.is_file()
         again = "--resume rewrites the outputs from the checkpoint" if resumable else "run it again"
@@ -405,7 +408,9 @@ def _run(cfg: TrackConfig) -> int:
     return 0
 
 
-def _write_outputs(cfg: TrackConfig, character, prepared, clip_name: str, result, metrics: dict) -> int:
+def _write_outputs(
+    cfg: TrackConfig, character, prepared, clip_name: str, result, metrics: dict, filtered_targets=None
+) -> int:
     """Writes the run's outputs into ``cfg.output``, metrics.json last (with ``"complete": true``), after removing
     an earlier run's; returns the exit status (1: the simulation blew up, only physics.usda and metrics.json)."""
     out = cfg.output
@@ -431,7 +436,11 @@ def _write_outputs(cfg: TrackConfig, character, prepared, clip_name: str, result
     reference_clip = prepared.motion
     reference_clip.name = "reference"
     result.motion.name = "physical"
-    write_usdskel(out / "tracked.usda", rig, [result.motion, reference_clip])
+    clips = [result.motion, reference_clip]
+    if filtered_targets is not None:  # what the controller was asked to track after the pose-space filter
+        filtered_targets.name = "pose_space_targets"
+        clips.append(filtered_targets)
+    write_usdskel(out / "tracked.usda", rig, clips)
     if cfg.preview:
         render_preview(out / "preview.gif", rig, result.motion, prepared.motion, max_frames=cfg.preview_frames,
                        title=f"{rig.name} {clip_name} ({cfg.method})")  # fmt: skip

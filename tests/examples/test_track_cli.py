@@ -330,6 +330,20 @@ def test_pose_space_filter_constrains_the_targets(tmp_path, quadruped_pose_space
     assert info["reference_frames_projected"] == b["frames"]
     assert b["joint_angle_error_deg"] != a["joint_angle_error_deg"]
     assert "the filter changes" in proc.stdout
+    # tracked.usda also holds what the controller was asked to track after the filter
+    from usd_io import load_asset
+
+    clips = load_asset(filtered / "tracked.usda").clips
+    assert list(clips) == ["physical", "reference", "pose_space_targets"]
+    assert list(load_asset(plain / "tracked.usda").clips) == ["physical", "reference"]
+    targets = clips["pose_space_targets"]
+    assert targets.frame_count == clips["reference"].frame_count
+    np.testing.assert_allclose(targets.times, clips["reference"].times, atol=1e-9)
+    assert np.isfinite(targets.rotations).all()
+    turned = np.degrees(
+        2 * np.arccos(np.clip(np.abs(np.sum(targets.rotations * clips["reference"].rotations, -1)), 0, 1))
+    )
+    assert turned.max() > 1.0  # the pose space moved some joint of some frame
     # the projection with the default filter (only frames failing the validators are projected)
     proj = tmp_path / "proj"
     proc = run(*SMALL_PROJECTION, "--output", str(proj), "--pose-space", str(quadruped_pose_space))
