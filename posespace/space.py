@@ -252,10 +252,9 @@ class PoseSpace:
     def from_state(cls, state: dict, sampling: SamplingConfig | None = None) -> PoseSpace:
         if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
             raise ValueError(f"not a pose-space checkpoint (expected format {CHECKPOINT_FORMAT!r})")
-        if "checksum" in state:  # checkpoints written before checksums were stored load unchecked
-            if state["checksum"] != _checksum(state["model"], state.get("calibrations", {}), state["scale"]):
-                raise ValueError("checksum mismatch: the file is damaged (its weights or calibrations are not the ones "
-                                 "it was saved with)")  # fmt: skip
+        if "checksum" in state and not _checksum_matches(state):  # older checkpoints (no checksum) load unchecked
+            raise ValueError("checksum mismatch: the file is damaged (its weights or calibrations are not the ones "
+                             "it was saved with)")  # fmt: skip
         training = state.get("training")
         if training is not None and not (isinstance(training, dict) and isinstance(training.get("steps"), int)):
             raise ValueError(f"training: expected {{'steps': int, 'final_loss': float}}, got {training!r}")
@@ -466,7 +465,9 @@ class PoseSpace:
             return pr.decode_quats(pr.encode_rotations(q))
 
         local = pr.decode_quats(rot6d_to_quat(self.to_pose(ctx, x).detach().double().numpy()))
-        tol = np.geomspace(s.ik_handle_tolerance_start, s.ik_handle_tolerance, s.ik_dls_iters) * pr.height
+        # shrinks to the final tolerance by the last iteration (a single iteration solves at the final one)
+        start = s.ik_handle_tolerance_start if s.ik_dls_iters > 1 else s.ik_handle_tolerance
+        tol = np.geomspace(start, s.ik_handle_tolerance, s.ik_dls_iters) * pr.height
         local = damped_least_squares_ik(pr.rig, local, pr.active, idx, tgt, s.ik_dls_iters, s.ik_damping * pr.height,
                                         np.zeros(3), penalty, tol, project)  # fmt: skip
         return quat_to_rot6d(pr.encode_rotations(local))
@@ -613,6 +614,15 @@ def _placed_path(pr: PoseRig, path: np.ndarray, a: Motion, b: Motion, fps: float
     root = (1 - u)[:, None] * a.root_translations + u[:, None] * b.root_translations
     root[:, 2] = pr.ground_heights(rot, trans) + (1 - u) * clearance[0] + u * clearance[1]
     return Motion(fps, root, rot, trans, name="interpolation")
+
+
+def _checksum_matches(state: dict) -> bool:
+    """Whether a saved state's ``checksum`` is that of its weights, calibrations and scale (False also when those
+    fields are too damaged to hash)."""
+    try:
+        return state["checksum"] == _checksum(state["model"], state.get("calibrations", {}), state["scale"])
+    except Exception:  # a damaged field (a list for a mapping, a float for a tensor, ...) cannot match
+        return False
 
 
 def _checksum(model_state: Mapping[str, torch.Tensor], calibrations: Mapping, scale) -> str:

@@ -23,7 +23,7 @@ import torch
 from .data import AugmentConfig, PoseBatchSampler, PoseSet, data_scale
 from .diffusion import Conditioning, DiffusionConfig, GaussianDiffusion
 from .model import ModelConfig, PoseDenoiser
-from .space import PoseSpace, tokens_to_poses
+from .space import PoseSpace, _checksum_matches, tokens_to_poses
 from .validators import PoseValidators, ValidatorConfig, calibrate
 
 __all__ = ["DEFAULT_HELDOUT", "DEFAULT_TRAIN_DATA", "TrainConfig", "train"]
@@ -184,6 +184,8 @@ def _read_resume_state(path: Path, cfg: TrainConfig, clips: list[str], data_give
         step = int(state["train"]["step"])
     except Exception as e:  # torch raises pickle, zip, key and type errors alike for a foreign checkpoint
         raise ValueError(f"{path}: cannot resume from it ({type(e).__name__}: {e})") from e
+    if "checksum" in state and not _checksum_matches(state):
+        raise ValueError(f"{path}: cannot resume: checksum mismatch (the file is damaged)")
     old = state["train"].get("config") or {}
     new = _jsonable(asdict(cfg))
     fields = [f for f in RESUME_FIELDS if f in old and (f != "data" or data_given)]
@@ -303,9 +305,10 @@ def _fit(cfg: TrainConfig, pose_set: PoseSet | None, acc, device: torch.device) 
     active_index = [torch.as_tensor(pr.active_index, dtype=torch.long, device=device) for pr in pose_rigs]
 
     recent: list[float] = []  # the denoising loss of the last steps (the provenance's final loss)
+    resumed_loss = ((resume_state or {}).get("training") or {}).get("final_loss")
 
     def make_space(step: int) -> PoseSpace:
-        final = sum(recent) / len(recent) if recent else None
+        final = sum(recent) / len(recent) if recent else resumed_loss  # a resume with no step left keeps it
         return PoseSpace(_copy(ema), scale, calibrations, cfg.validators, diffusion=cfg.diffusion,
                          training_clips=clips, training={"steps": step, "final_loss": final})  # fmt: skip
 

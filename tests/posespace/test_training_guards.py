@@ -228,9 +228,22 @@ def test_a_damaged_checkpoint_fails_its_checksum_and_an_old_one_loads_unchecked(
     torch.save(state, tmp_path / "edited.pt")
     with pytest.raises(ValueError, match=r"edited\.pt: checksum mismatch"):
         PoseSpace.load(tmp_path / "edited.pt")
+    # fields too damaged to hash fail the checksum by name too (they raised a bare AttributeError)
+    for field, junk in (("calibrations", [1, 2]), ("model", {"w": 1.0}), ("scale", "x")):
+        bad = {**torch.load(path, weights_only=False), field: junk}
+        torch.save(bad, tmp_path / f"bad_{field}.pt")
+        with pytest.raises(ValueError, match=rf"bad_{field}\.pt: checksum mismatch"):
+            PoseSpace.load(tmp_path / f"bad_{field}.pt")
+    # a damaged training checkpoint is not resumed from
+    ckpt = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)
+    ckpt["scale"] = float(ckpt["scale"]) * 2.0
+    torch.save(ckpt, tmp_path / "run" / "checkpoint.pt")
+    with pytest.raises(ValueError, match=r"checkpoint\.pt: cannot resume: checksum mismatch"):
+        train(_cfg(tmp_path / "run", steps=2, resume=True), stick_set)
     del state["checksum"]  # written before checksums were stored: loads as before
     torch.save(state, tmp_path / "old.pt")
-    assert PoseSpace.load(tmp_path / "old.pt").fingerprint() != ""
+    old = PoseSpace.load(tmp_path / "old.pt")
+    assert old.fingerprint() == PoseSpace.from_state(state).fingerprint() and old.calibrations
     assert PoseSpace.load(path).fingerprint() == space.fingerprint()
 
 
@@ -243,6 +256,9 @@ def test_the_model_records_its_training_steps_and_final_loss(tmp_path, stick_set
     assert loaded.training_summary().startswith("trained 3 steps, final loss ")
     assert "trained for only 3 steps (< 500)" in loaded.training_warning()
     assert torch.load(out / "checkpoint.pt", weights_only=False)["training"]["steps"] == 3
+    first_loss = loaded.training["final_loss"]
+    again = train(_cfg(out, steps=3, resume=True), stick_set)  # nothing left to train: the record is kept
+    assert again.training == {"steps": 3, "final_loss": first_loss}
     resumed = train(_cfg(out, steps=5, resume=True), stick_set)  # the count goes on across a resume
     assert resumed.training["steps"] == 5 and PoseSpace.load(out / "posespace.pt").training["steps"] == 5
     enough = PoseSpace(resumed.model, resumed.scale, training={"steps": 500, "final_loss": 0.1})
