@@ -437,7 +437,7 @@ def _write_outputs(
     reference_clip.name = "reference"
     result.motion.name = "physical"
     clips = [result.motion, reference_clip]
-    if filtered_targets is not None:  # what the controller was asked to track after the pose-space filter
+    if filtered_targets is not None:  # the reference's PD targets after the pose-space filter
         filtered_targets.name = "pose_space_targets"
         clips.append(filtered_targets)
     write_usdskel(out / "tracked.usda", rig, clips)
