@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +21,7 @@ import tyro
 
 from sim import RigError
 from sim.audit import AuditConfig
-from usd_io import AUDIT_FILES, InputError, audit_asset, load_asset, write_audit
+from usd_io import AUDIT_FILES, InputError, audit_asset, interrupt_exit_status, load_asset, stop_on_sigterm, write_audit
 
 
 @dataclass
@@ -42,19 +41,6 @@ class AuditCliConfig:
     """Thresholds and contact settings (all lengths relative to the character's size)."""
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt so that the same clean-up runs."""
-
-
-def _raise_terminated(signum, frame) -> None:
-    raise Terminated
-
-
-def _interrupt_status(e: KeyboardInterrupt) -> int:
-    """The exit status of an interrupted run: 130 (128 + SIGINT) for Ctrl-C, 143 (128 + SIGTERM) for SIGTERM."""
-    return 143 if isinstance(e, Terminated) else 130
-
-
 def _remove_report(folder: Path) -> None:
     """Removes the report files (and temporary files of writes killed midway) from ``folder``."""
     for name in AUDIT_FILES:
@@ -69,7 +55,7 @@ def main(cfg: AuditCliConfig) -> int:
         return _audit(cfg)
     except KeyboardInterrupt as e:
         print(f"interrupted: no report written to {cfg.output}", file=sys.stderr)
-        return _interrupt_status(e)
+        return interrupt_exit_status(e)
 
 
 def _audit(cfg: AuditCliConfig) -> int:
@@ -117,5 +103,5 @@ if __name__ == "__main__":
     import warnings
 
     warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"  # one line, no source echo
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    stop_on_sigterm()
     sys.exit(main(tyro.cli(AuditCliConfig, description=__doc__)))

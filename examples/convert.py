@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import shutil
-import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,15 @@ from pathlib import Path
 import tyro
 
 from sim import RigError
-from usd_io import InputError, audit_folder_name, load_asset, write_audit, write_usdskel
+from usd_io import (
+    InputError,
+    audit_folder_name,
+    interrupt_exit_status,
+    load_asset,
+    stop_on_sigterm,
+    write_audit,
+    write_usdskel,
+)
 
 
 @dataclass
@@ -40,19 +47,6 @@ class ConvertConfig:
     audit: bool = True
     """Audit every written clip for physical plausibility next to the output: OUTPUT.audit/CLIP/ holds report.json,
     timeline.png and worst_frame.png (see examples/audit.py)."""
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt so that the same clean-up runs."""
-
-
-def _raise_terminated(signum, frame) -> None:
-    raise Terminated
-
-
-def _interrupt_status(e: KeyboardInterrupt) -> int:
-    """The exit status of an interrupted run: 130 (128 + SIGINT) for Ctrl-C, 143 (128 + SIGTERM) for SIGTERM."""
-    return 143 if isinstance(e, Terminated) else 130
 
 
 def main(cfg: ConvertConfig) -> int:
@@ -104,12 +98,12 @@ def main(cfg: ConvertConfig) -> int:
             print(f"interrupted: wrote {cfg.output}, its audit unfinished (removed)", file=sys.stderr)
         else:
             print(f"interrupted: {cfg.output} not written", file=sys.stderr)
-        return _interrupt_status(e)
+        return interrupt_exit_status(e)
 
 
 if __name__ == "__main__":
     import warnings
 
     warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"  # one line, no source echo
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    stop_on_sigterm()
     sys.exit(main(tyro.cli(ConvertConfig, description=__doc__)))

@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import dataclasses
-import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,21 +37,7 @@ from distill.trajectory import sample_clip  # noqa: E402
 from sim import RigError  # noqa: E402
 from sim.audit import AuditConfig  # noqa: E402
 from sim.contact_metrics import joint_limits_from_motions  # noqa: E402
-from usd_io import AUDIT_FILES, InputError, load_asset, write_audit  # noqa: E402
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (kill, docker stop, a Slurm time limit), raised where Ctrl-C raises KeyboardInterrupt so that the
-    same clean-up runs."""
-
-
-def _raise_terminated(signum, frame) -> None:
-    raise Terminated
-
-
-def _interrupt_status(e: KeyboardInterrupt) -> int:
-    """The exit status of an interrupted run: 130 (128 + SIGINT) for Ctrl-C, 143 (128 + SIGTERM) for SIGTERM."""
-    return 143 if isinstance(e, Terminated) else 130
+from usd_io import AUDIT_FILES, InputError, interrupt_exit_status, load_asset, stop_on_sigterm, write_audit  # noqa: E402
 
 
 @dataclass
@@ -219,7 +204,7 @@ def main(cli: DistillCLI) -> int:
             print(f"interrupted: continue with --resume (checkpoint {ckpt})", file=sys.stderr)
         else:
             print("interrupted before the first checkpoint was written; nothing to resume", file=sys.stderr)
-        return _interrupt_status(e)
+        return interrupt_exit_status(e)
     seconds = sum(r["seconds"] for r in result.log)
     print(f"wrote {cli.output / 'motion.usda'}: {cfg.frames} frames at {cfg.fps:g} fps, {len(result.log)} steps")
     print(f"optimization time {seconds:.1f} s ({result.steps_run} steps in this call)")
@@ -273,7 +258,7 @@ if __name__ == "__main__":
     import warnings
 
     warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"  # one line, no source echo
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    stop_on_sigterm()
     cli = tyro.cli(DistillCLI, description=__doc__)
     try:
         status = main(cli)
@@ -281,5 +266,5 @@ if __name__ == "__main__":
         ckpt = cli.output / "checkpoint.pt"
         resume = f"continue with --resume (checkpoint {ckpt})" if ckpt.is_file() else "nothing to resume"
         print(f"interrupted: {resume}", file=sys.stderr)
-        status = _interrupt_status(e)
+        status = interrupt_exit_status(e)
     sys.exit(status)

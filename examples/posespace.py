@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -52,21 +51,16 @@ from posespace import (  # noqa: E402
 )
 from posespace.training import DEFAULT_HELDOUT, DEFAULT_TRAIN_DATA  # noqa: E402
 from sim import Motion, RigError  # noqa: E402
-from usd_io import InputError, atomic_output, load_asset, make_folder, write_audit, write_usdskel  # noqa: E402
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (kill, docker stop, a Slurm time limit), raised where Ctrl-C raises KeyboardInterrupt so that the
-    same clean-up runs."""
-
-
-def _raise_terminated(signum, frame) -> None:
-    raise Terminated
-
-
-def _interrupt_status(e: KeyboardInterrupt) -> int:
-    """The exit status of an interrupted run: 130 (128 + SIGINT) for Ctrl-C, 143 (128 + SIGTERM) for SIGTERM."""
-    return 143 if isinstance(e, Terminated) else 130
+from usd_io import (  # noqa: E402
+    InputError,
+    atomic_output,
+    interrupt_exit_status,
+    load_asset,
+    make_folder,
+    stop_on_sigterm,
+    write_audit,
+    write_usdskel,
+)
 
 
 @dataclass
@@ -415,7 +409,7 @@ def main(cfg) -> int:
             print(_interrupted_training(cfg), file=sys.stderr)
         else:
             print("interrupted: nothing written", file=sys.stderr)
-        return _interrupt_status(e)
+        return interrupt_exit_status(e)
     except FloatingPointError as e:  # training diverged; the last good checkpoint is kept
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -431,5 +425,5 @@ if __name__ == "__main__":
     import warnings
 
     warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"  # one line, no source echo
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    stop_on_sigterm()
     sys.exit(main(tyro.cli(Command, description=__doc__)))

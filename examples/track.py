@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +49,15 @@ from sim.physics import (
     tracking_metrics,
 )
 from sim.physics.preview import render_preview
-from usd_io import InputError, atomic_output, load_asset, make_folder, write_usdskel
+from usd_io import (
+    InputError,
+    atomic_output,
+    interrupt_exit_status,
+    load_asset,
+    make_folder,
+    stop_on_sigterm,
+    write_usdskel,
+)
 from usd_io.physics_usd import write_physics_stage
 
 
@@ -92,20 +99,6 @@ class TrackConfig:
     reference: ReferenceConfig = field(default_factory=ReferenceConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     projection: ProjectionConfig = field(default_factory=ProjectionConfig)
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt so that the same clean-up runs (temporary files
-    removed, one line naming what is left)."""
-
-
-def _raise_terminated(signum, frame) -> None:
-    raise Terminated
-
-
-def _interrupt_status(e: KeyboardInterrupt) -> int:
-    """The exit status of an interrupted run: 130 (128 + SIGINT) for Ctrl-C, 143 (128 + SIGTERM) for SIGTERM."""
-    return 143 if isinstance(e, Terminated) else 130
 
 
 def _json_default(x):
@@ -288,7 +281,7 @@ def main(cfg: TrackConfig) -> int:
         return _run(cfg)
     except KeyboardInterrupt as e:  # while loading or preparing: nothing written
         print(f"interrupted before the simulation: nothing written{_earlier_run_note(cfg.output)}", file=sys.stderr)
-        return _interrupt_status(e)
+        return interrupt_exit_status(e)
 
 
 def _earlier_run_note(out: Path) -> str:
@@ -348,7 +341,7 @@ def _run(cfg: TrackConfig) -> int:
                 + _earlier_run_note(cfg.output),
                 file=sys.stderr,
             )
-            return _interrupt_status(e)
+            return interrupt_exit_status(e)
     else:
         try:
             result = _project(character, ref, cfg, checkpoint, target_filter)
@@ -363,7 +356,7 @@ def _run(cfg: TrackConfig) -> int:
                 print(f"interrupted: continue with --resume (checkpoint {ckpt})", file=sys.stderr)
             else:
                 print("interrupted before the first checkpoint was written; nothing to resume", file=sys.stderr)
-            return _interrupt_status(e)
+            return interrupt_exit_status(e)
     writing = False  # set once _write_outputs may have removed or written a file
     try:
         metrics = tracking_metrics(
@@ -392,7 +385,7 @@ def _run(cfg: TrackConfig) -> int:
         else:
             print(f"interrupted while writing the outputs: {cfg.output} holds an incomplete run (no metrics.json);"
                   f" {again}", file=sys.stderr)  # fmt: skip
-        return _interrupt_status(e)
+        return interrupt_exit_status(e)
     if status:
         return status
     keys = ("body_pos_error_rel", "joint_angle_error_deg", "fell", "max_ground_penetration_m", "foot_skate_ratio",
@@ -458,5 +451,5 @@ if __name__ == "__main__":
     import warnings
 
     warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"  # one line, no source echo
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    stop_on_sigterm()
     sys.exit(main(tyro.cli(TrackConfig, description=__doc__)))

@@ -9,7 +9,7 @@ from ._usd_validation import ValidationIssue, validate_stage, validation_issues,
 from ._usdskel_read import UsdSkelWarning, read_usdskel
 from ._usdskel_write import write_usdskel
 from .asset import PROCEDURAL_PREFIX, Asset, load_asset
-from .atomic import atomic_output, make_folder
+from .atomic import Terminated, atomic_output, interrupt_exit_status, make_folder, stop_on_sigterm
 from .audit_io import (
     AUDIT_FILES,
     assert_ground_contact,
@@ -28,6 +28,7 @@ __all__ = [
     "Asset",
     "GltfWarning",
     "InputError",
+    "Terminated",
     "UsdSkelWarning",
     "ValidationIssue",
     "assert_ground_contact",
@@ -37,11 +38,13 @@ __all__ = [
     "audit_asset",
     "audit_file",
     "audit_folder_name",
+    "interrupt_exit_status",
     "load_asset",
     "make_folder",
     "read_bvh",
     "read_gltf",
     "read_usdskel",
+    "stop_on_sigterm",
     "validate_stage",
     "validation_issues",
     "validator_names",

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import InputError
 
-__all__ = ["atomic_output", "make_folder"]
+__all__ = ["Terminated", "atomic_output", "interrupt_exit_status", "make_folder", "stop_on_sigterm"]
 
 
 @contextlib.contextmanager
@@ -75,6 +76,25 @@ def make_folder(path: str | Path) -> Path:
     except OSError as e:
         raise InputError(path, "output", f"cannot create the folder ({_reason(e)})") from e
     return path
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (kill, docker stop, a Slurm time limit), raised where Ctrl-C raises KeyboardInterrupt (after
+    :func:`stop_on_sigterm`) so that the same clean-up runs: :func:`atomic_output` removes its temporary file."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated
+
+
+def stop_on_sigterm() -> None:
+    """Makes SIGTERM raise :class:`Terminated` in the main thread (command-line programs call it once at start)."""
+    signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def interrupt_exit_status(e: KeyboardInterrupt) -> int:
+    """The exit status of an interrupted run: 130 (128 + SIGINT) for Ctrl-C, 143 (128 + SIGTERM) for SIGTERM."""
+    return 143 if isinstance(e, Terminated) else 130
 
 
 def _reason(e: OSError) -> str:
