@@ -189,14 +189,16 @@ def _pose_space_filter(cfg: TrackConfig, rig):
 
 def _excluded_pairs(space, rig) -> tuple[list[list[str]], str | None]:
     """The part pairs the rig's calibration leaves out of the self-intersection test (by joint name) and a note
-    saying so (None when there are none): the filter cannot see an intersection of those parts."""
+    saying so (None when there are none): the filter cannot see an intersection of those parts. Only checkpoints
+    calibrated before pair allowances exclude pairs; newer ones test them beyond an allowance."""
     names = space.validators(rig).calibration.excluded_part_names(rig.joint_names)
     if not names:
         return [], None
     rate = space.validator_config.exclusion_rate
     return [list(p) for p in names], (
         f"note: pose space does not test self-intersection between: {', '.join(f'{a}/{b}' for a, b in names)} (its "
-        f"calibration excluded them: their proxies overlap in more than {rate:.0%} of the training poses)"
+        f"calibration excluded them: their proxies overlap in more than {rate:.0%} of the training poses; "
+        f"retrain the pose space to test them beyond an allowance instead)"
     )
 
 
@@ -225,6 +227,12 @@ def _filter_info(cfg: TrackConfig, space, character, ref, target_filter):
         "model_training": space.training,  # steps trained and final loss (None: not recorded in the checkpoint)
     }
     info["excluded_self_intersection_pairs"], note = _excluded_pairs(space, rig)
+    # pairs whose proxies overlap routinely in the training poses: tested beyond this depth [m]
+    height = space.pose_rig(rig).height
+    calibration = space.validators(rig).calibration
+    info["self_intersection_pair_allowances_m"] = [
+        [a, b, v * height] for a, b, v in calibration.allowance_names(rig.joint_names)
+    ]
     print(
         f"pose space {cfg.pose_space}: {info['reference_frames_failing_validators']} of {before.frame_count} reference "
         f"frames fail its validators; the filter changes {info['reference_frames_projected']}"

@@ -644,7 +644,7 @@ def _checksum(model_state: Mapping[str, torch.Tensor], calibrations: Mapping, sc
 
 def _parse_calibration(key: str, data) -> RigCalibration:
     """A checkpoint's calibration dict as a :class:`RigCalibration`, or ValueError naming ``calibrations[key]``
-    and what is wrong (shapes, finiteness, the excluded part pairs)."""
+    and what is wrong (shapes, finiteness, the excluded part pairs and pair allowances)."""
     where = f"calibrations[{key!r}]"
     if not isinstance(data, dict):
         raise ValueError(f"{where}: expected a calibration (dict), got {type(data).__name__}")
@@ -677,6 +677,13 @@ def _parse_calibration(key: str, data) -> RigCalibration:
         raise ValueError(f"{where}: excluded_parts: expected pairs of joint indices") from None
     if any(len(p) != 2 or min(p) < 0 or max(p) >= joints for p in pairs):
         raise ValueError(f"{where}: excluded_parts: expected pairs of joint indices in [0, {joints})")
+    try:
+        allowances = [(int(a), int(b), float(v)) for a, b, v in data.get("part_allowances", [])]
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: part_allowances: expected [joint, joint, allowance] triples") from None
+    if any(min(a, b) < 0 or max(a, b) >= joints or not (math.isfinite(v) and v >= 0) for a, b, v in allowances):
+        raise ValueError(f"{where}: part_allowances: expected joint indices in [0, {joints}) and finite allowances "
+                         f">= 0")  # fmt: skip
     return RigCalibration.from_dict(data)
 
 

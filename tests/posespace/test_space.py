@@ -113,6 +113,9 @@ def test_damaged_calibrations_are_named_on_load_or_at_use(trained, tmp_path):
         "nan.pt": ({**cal, "limits": {**cal["limits"], "twist_hi": [float("nan")] * rig.joint_count}},
                    r"calibrations\['" + key + r"'\]: limits\.twist_hi: non-finite"),
         "pairs.pt": ({**cal, "excluded_parts": [[0, 99]]}, r".*: excluded_parts: expected pairs of joint indices"),
+        "allow.pt": ({**cal, "part_allowances": [[0, 99, 0.01]]}, r".*: part_allowances: expected joint indices"),
+        "nanallow.pt": ({**cal, "part_allowances": [[0, 1, float("nan")]]}, r".*: part_allowances: .*finite"),
+        "badallow.pt": ({**cal, "part_allowances": [[0, 1]]}, r".*: part_allowances: expected \[joint, joint"),
     }  # fmt: skip
     for name, (bad, message) in damaged.items():
         torch.save(dict(state, calibrations={key: bad}), tmp_path / name)
@@ -120,7 +123,10 @@ def test_damaged_calibrations_are_named_on_load_or_at_use(trained, tmp_path):
             PoseSpace.load(tmp_path / name)
     # a whole calibration of a smaller skeleton under this skeleton's key: refused where the rig meets it
     other = {k: (v[:10] if k != "source" else v) for k, v in cal["limits"].items()}
-    torch.save(dict(state, calibrations={key: {**cal, "limits": other, "excluded_parts": []}}), tmp_path / "swap.pt")
+    torch.save(
+        dict(state, calibrations={key: {**cal, "limits": other, "excluded_parts": [], "part_allowances": []}}),
+        tmp_path / "swap.pt",
+    )
     swapped = PoseSpace.load(tmp_path / "swap.pt")
     with pytest.raises(ValueError, match=rf"swap\.pt: calibrations\['{key}'\] has limits for 10 joints but rig "
                                          rf"'stick' has {rig.joint_count}"):  # fmt: skip

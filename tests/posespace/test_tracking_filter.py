@@ -76,7 +76,7 @@ def test_track_names_the_part_pairs_its_calibration_does_not_test(make_stick):
     assert names == [["left_elbow", "spine"], ["left_knee", "right_knee"]]
     assert note == ("note: pose space does not test self-intersection between: left_elbow/spine, "
                     "left_knee/right_knee (its calibration excluded them: their proxies overlap in more than 1% of "
-                    "the training poses)")  # fmt: skip
+                    "the training poses; retrain the pose space to test them beyond an allowance instead)")  # fmt: skip
     none = RigCalibration(JointLimits.default(pr))
     assert track._excluded_pairs(PoseSpace(model, 1.0, {pr.signature: none}), rig) == ([], None)
 

@@ -188,3 +188,63 @@ def test_default_limits_for_unknown_skeletons(stick_setup):
     assert limits.source == "default"
     np.testing.assert_allclose(limits.swing, np.radians(ValidatorConfig().default_swing_deg))
     assert PoseValidators(pr).check(pr.rest_pose(3)).valid.all()
+
+
+def _folded(rig, pr, poses, degrees):
+    """Stick poses with both arms swung in towards the midline by each angle [deg]: beyond ~12 deg the forearms
+    reach the pelvis and each other."""
+    return np.concatenate([_posed(rig, pr, poses, {"left_shoulder": [-np.radians(d), 0, 0],
+                                                    "right_shoulder": [np.radians(d), 0, 0]})
+                           for d in degrees])  # fmt: skip
+
+
+def test_routinely_overlapping_parts_are_tested_beyond_their_allowance(stick_setup):
+    """Part pairs whose proxies overlap in more than ``exclusion_rate`` of the calibration poses used to be
+    excluded from the test, so an arm driven into the body passed (on the Fox: legs through the spine). They now
+    get an allowance, the depth that ``exclusion_rate`` of the calibration poses exceed (checked against NumPy
+    forward kinematics), and deeper overlaps fail."""
+    rig, pr, poses = stick_setup
+    cfg = ValidatorConfig()
+    # a walk plus a tenth of frames with the arms folded in by 18-22 deg: forearms on the pelvis and each other
+    data = np.concatenate([poses, _folded(rig, pr, poses, np.linspace(18.0, 22.0, 10))])
+    cal = calibrate(pr, data, cfg)
+    names = rig.joint_names
+    assert cal.part_allowances and not cal.excluded_parts
+    assert {frozenset((names[a], names[b])) for a, b in cal.part_allowances} == {
+        frozenset(p) for p in (("pelvis", "left_elbow"), ("pelvis", "right_elbow"), ("left_elbow", "right_elbow"))
+    }
+    assert cal.pass_rates["valid"] >= 1.0 - cfg.exclusion_rate
+    # the allowance is the (1 - exclusion_rate) quantile of the pair's deepest sphere overlap over the poses and
+    # their mirror images, a pair and its mirror image sharing the larger one
+    pooled = np.concatenate([data, pr.mirror(data)])
+    _, local = pr.decode_torch(torch.as_tensor(pooled))
+    centres, _ = _sphere_centres_reference(rig, pr, local.numpy())
+    sj, r = pr.body.sphere_joint, pr.body.sphere_radius
+    probe = PoseValidators(pr, RigCalibration(cal.limits), cfg)
+    mirror = pr.frame.mirror
+
+    def quantile(key):
+        sel = [k for k, (a, b) in enumerate(probe.candidate_pairs) if (sj[a], sj[b]) == key]
+        a, b = probe.candidate_pairs[sel, 0], probe.candidate_pairs[sel, 1]
+        depth = np.maximum(r[a] + r[b] - np.linalg.norm(centres[:, a] - centres[:, b], axis=-1), 0.0).max(-1)
+        return np.quantile(depth / pr.height, 1.0 - cfg.exclusion_rate)
+
+    for (a, b), allowance in cal.part_allowances.items():
+        twin = tuple(sorted((int(mirror[a]), int(mirror[b]))))
+        np.testing.assert_allclose(allowance, max(quantile((a, b)), quantile(twin)), rtol=1e-6, atol=1e-9)
+    val = PoseValidators(pr, cal, cfg)
+    blind = PoseValidators(pr, RigCalibration(cal.limits, excluded_parts=list(cal.part_allowances)), cfg)
+    untuned = PoseValidators(pr, RigCalibration(cal.limits), cfg)
+    usual, deep = _folded(rig, pr, poses, [21.0]), _folded(rig, pr, poses, [24.0])
+    assert not untuned.check(usual).passed["self_intersection"][0]  # overlaps beyond the bare tolerance ...
+    assert val.check(usual).passed["self_intersection"][0]  # ... as the data routinely does: passes
+    report = val.check(deep)
+    assert not report.passed["self_intersection"][0]  # forearms pushed into the pelvis fail ...
+    assert blind.check(deep).passed["self_intersection"][0]  # ... where the exclusion passed them
+    # the measure is the depth beyond the pair's allowance, clamped at zero in the report
+    depth = untuned.check(deep).self_intersection[0]
+    assert depth - max(cal.part_allowances.values()) - 1e-6 <= report.self_intersection[0] < depth
+    assert (val.check(poses[:5]).self_intersection == 0.0).all()
+    # the allowances survive the checkpoint form
+    again = RigCalibration.from_dict(cal.to_dict())
+    assert again.part_allowances == cal.part_allowances and again.excluded_parts == []
