@@ -137,8 +137,10 @@ def tracking_metrics(
     """The metrics of a tracking or projection run (JSON-ready).
 
     Keys: ``body_pos_error_rel`` (mean body-origin position error / character height),
-    ``body_pos_error_m``, ``root_pos_error_rel``, ``joint_angle_error_deg`` (mean angle between simulated and
-    reference parent-to-child body rotations), ``fell``, ``fell_frame``, ``blowup`` (None or frame and reason),
+    ``body_pos_error_m``, ``root_pos_error_rel``, ``max_body_pos_error_rel`` and its frame
+    (``max_body_pos_error_frame``), ``body_pos_error_rel_per_frame`` (per frame, the mean over bodies),
+    ``joint_angle_error_deg`` (mean angle between simulated and reference parent-to-child body rotations),
+    ``fell``, ``fell_frame``, ``blowup`` (None or frame and reason),
     ``success`` (no blow-up, not fallen), ``max_ground_penetration_m``, ``mean_ground_penetration_m``,
     ``foot_skate_ratio``, ``floating_ratio``, ``max_self_penetration_m``, ``realtime_factor``, the same contact
     metrics with a ``reference_`` prefix measured on the kinematic input (scaled and looped, unmodified) and
@@ -164,6 +166,9 @@ def tracking_metrics(
         "body_pos_error_m": float(err.mean()) if n else float("nan"),
         "root_pos_error_rel": float(err[:, 0].mean() / h) if n else float("nan"),
         "max_body_pos_error_rel": float(err.max() / h) if n else float("nan"),
+        "max_body_pos_error_frame": int(np.argmax(err.max(axis=1))) if n else None,
+        # where a run loses the reference: the mean body error of each frame / height
+        "body_pos_error_rel_per_frame": [round(float(e), 6) for e in err.mean(axis=1) / h],
         "joint_angle_error_deg": float(ang.mean()) if ang.size else 0.0,
         "fell": result.fell_frame is not None,
         "fell_frame": result.fell_frame,

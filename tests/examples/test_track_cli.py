@@ -124,6 +124,11 @@ def test_projection_run(tmp_path):
     assert metrics["info"]["samples"] == 4 and metrics["info"]["windows"] > 1
     assert metrics["info"]["passes"] == 2 and len(metrics["info"]["pass_errors"]) == 2
     assert _finite(metrics["body_pos_error_rel"])
+    # the per-frame series averages to the run's error and starts at the reference's own initial state
+    per_frame = np.array(metrics["body_pos_error_rel_per_frame"])
+    assert len(per_frame) == metrics["frames"] and per_frame[0] < 1e-3
+    np.testing.assert_allclose(per_frame.mean(), metrics["body_pos_error_rel"], rtol=1e-4, atol=1e-6)
+    assert 0 <= metrics["max_body_pos_error_frame"] < metrics["frames"]
 
 
 def test_infeasible_reference_is_announced(tmp_path, assets_dir):
