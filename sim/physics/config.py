@@ -355,7 +355,7 @@ class ProjectionConfig:
     """Clamp of the target offsets [deg]."""
     passes: int = 3
     """Sweeps over the clip; each starts from the previous sweep's plan (its windows' first rollout), and the
-    sweep that tracked best is returned."""
+    sweep that tracked best among those that did not fall is returned (the best fallen one when all fell)."""
     pass_sigma_decay: float = 1.0
     """Sigma multiplier per sweep (later sweeps refine the previous plan more locally when < 1)."""
     ilc_passes: int = 2

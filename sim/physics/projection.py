@@ -88,6 +88,15 @@ def _ilc_plan(
     return plan
 
 
+def _best_sweep(errors: list[float], blew_up: list[bool], fell: list[bool]) -> int:
+    """Index of the pass to return: the lowest body error among the passes that neither blew up nor fell; among
+    the fallen ones when every pass that did not blow up fell; among all when every pass blew up. (Lowest error
+    alone returned a Fox Run pass fallen at frame 65 of 84.)"""
+    ok = [i for i, b in enumerate(blew_up) if not b] or list(range(len(errors)))
+    ok = [i for i in ok if not fell[i]] or ok
+    return min(ok, key=lambda i: errors[i])
+
+
 def _start_sweep(ref: ReferenceTrajectory, sim, plan: np.ndarray) -> Sweep:
     """A sweep at the reference's first frame: the committed state is the reference's initial state."""
     F, B = ref.frame_count, sim.B
@@ -314,16 +323,22 @@ def project(
         if sim is not None:
             sim.close()
     sweeps = state.sweeps
-    # the pass that tracked best (a blown-up pass only when every pass blew up)
-    ok = [i for i, o in enumerate(sweeps) if o.blowup is None] or list(range(len(sweeps)))
-    best_index = min(ok, key=lambda i: sweeps[i].error)
+    ground = tracking.contact.ground_height_m
+
+    def frames(o: Sweep) -> int:
+        return F if o.blowup is None else o.blowup[0]
+
+    falls = [detect_fall(o.pos[: frames(o)], o.rot[: frames(o)], ref, tracking, ground) if frames(o) else None
+             for o in sweeps]  # fmt: skip
+    best_index = _best_sweep([o.error for o in sweeps], [o.blowup is not None for o in sweeps],
+                             [f is not None for f in falls])  # fmt: skip
     best = sweeps[best_index]
     blowup = BlowUp(*best.blowup) if best.blowup is not None else None
     rollout_frames = sum(o.rollout_frames for o in sweeps)
-    n = F if blowup is None else blowup.frame
+    n = frames(best)
     pos, rot, vel = best.pos[:n], best.rot[:n], best.vel[:n]
     wall = time.perf_counter() - t_start
-    fell = detect_fall(pos, rot, ref, tracking, tracking.contact.ground_height_m) if n else None
+    fell = falls[best_index]
     substeps = substeps_for(ref.fps, tracking.solver.max_dt_s)
     assist = None
     if tracking.root_assist is not None and tracking.root_assist.enabled:
@@ -353,6 +368,7 @@ def project(
             "ilc_time_s": state.ilc_time_s,
             "passes": len(sweeps),
             "pass_errors": [float(o.error) for o in sweeps],
+            "pass_fell_frames": falls,
             "best_pass": best_index,
             "resumed": resumed,
         },

@@ -129,6 +129,8 @@ def test_projection_run(tmp_path):
     assert len(per_frame) == metrics["frames"] and per_frame[0] < 1e-3
     np.testing.assert_allclose(per_frame.mean(), metrics["body_pos_error_rel"], rtol=1e-4, atol=1e-6)
     assert 0 <= metrics["max_body_pos_error_frame"] < metrics["frames"]
+    assert len(metrics["info"]["pass_fell_frames"]) == 2
+    assert metrics["fell_frame"] == metrics["info"]["pass_fell_frames"][metrics["info"]["best_pass"]]
 
 
 def test_infeasible_reference_is_announced(tmp_path, assets_dir):

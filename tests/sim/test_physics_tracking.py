@@ -316,9 +316,23 @@ def test_projection_beats_pd_on_body_error(table):
 
     assert err(pr) < err(pd)
     assert pr.info["passes"] == 2
+    assert pr.info["pass_fell_frames"] == [None, None]
     np.testing.assert_allclose(err(pr) / ch.height, min(pr.info["pass_errors"]), rtol=1e-9)  # the best sweep
     again = project(ch, ref, TrackingConfig(), cfg)
     np.testing.assert_array_equal(again.body_pos, pr.body_pos)  # seeded: reproducible
+
+
+def test_projection_returns_the_best_pass_that_stayed_up():
+    """The lowest error alone returned a Fox Run pass that fell at frame 65 of 84 while another pass stayed up: a
+    pass that fell is returned only when every pass fell, one that blew up only when every pass blew up."""
+    from sim.physics.projection import _best_sweep
+
+    assert _best_sweep([0.27, 0.28, 0.42], [False, False, False], [True, False, False]) == 1
+    assert _best_sweep([0.27, 0.28, 0.42], [False, False, False], [False, False, False]) == 0
+    assert _best_sweep([0.30, 0.28, 0.42], [False, False, False], [True, True, True]) == 1  # all fell
+    assert _best_sweep([0.10, 0.28, 0.42], [True, False, False], [False, True, False]) == 2  # blew up: never chosen
+    assert _best_sweep([0.10, 0.28, 0.42], [True, False, False], [False, True, True]) == 1  # fallen over blown up
+    assert _best_sweep([0.10, 0.05], [True, True], [False, False]) == 1  # all blew up: lowest error
 
 
 def test_projection_results_do_not_depend_on_the_thread_count(table):
