@@ -379,7 +379,7 @@ class ProjectionConfig:
     reference pose: a thigh reaching into the pelvis) beyond their overlap in the reference at the same frame, in
     heights, squared: the planner keeps the limbs from sinking further into the body than the animation does. The
     default makes such overlap all but a hard limit: at 100 the Fox Run's thighs went 1.8-3.6 cm into its spine
-    (four seeds), at 10000 0.5-0.6 cm, with the body error within the seeds' spread (design/physics_tracking.md)."""
+    (four seeds), at 10000 0.5-0.7 cm, with the body error within the seeds' spread (design/physics_tracking.md)."""
     offset_weight: float = 0.002
     """Cost weight of the target offsets [rad^2] (keeps the plan close to the reference targets)."""
     seed: int = 0
