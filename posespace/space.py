@@ -684,6 +684,9 @@ def _parse_calibration(key: str, data) -> RigCalibration:
     if any(min(a, b) < 0 or max(a, b) >= joints or not (math.isfinite(v) and v >= 0) for a, b, v in allowances):
         raise ValueError(f"{where}: part_allowances: expected joint indices in [0, {joints}) and finite allowances "
                          f">= 0")  # fmt: skip
+    keys = [tuple(sorted((a, b))) for a, b, _ in allowances]
+    if any(a == b for a, b in keys) or len(set(keys)) != len(keys):
+        raise ValueError(f"{where}: part_allowances: expected one entry per pair of two different joints")
     return RigCalibration.from_dict(data)
 
 

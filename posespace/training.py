@@ -173,7 +173,7 @@ def train(cfg: TrainConfig, pose_set: PoseSet | None = None) -> PoseSpace:
 
 RESUME_FIELDS = ("data", "heldout", "fps", "model", "diffusion", "validators", "augment")
 """Settings a resumed run must share with its checkpoint (they fix the data, its scale, the calibrations and the
-network)."""
+network; a checkpoint calibrated by an earlier scheme, with excluded part pairs, is refused too)."""
 
 
 def _read_resume_state(path: Path, cfg: TrainConfig, clips: list[str], data_given: bool) -> dict:
@@ -197,6 +197,11 @@ def _read_resume_state(path: Path, cfg: TrainConfig, clips: list[str], data_give
     if diff:
         raise ValueError(f"{path}: cannot resume: the checkpoint was trained with other settings: {'; '.join(diff)} "
                          "(use the checkpoint's settings, or another --output for a new run)")  # fmt: skip
+    cals = state.get("calibrations") or {}
+    if any(isinstance(c, dict) and c.get("excluded_parts") and "part_allowances" not in c for c in cals.values()):
+        # a resumed run recalibrates: its validator loss would switch from exclusions to allowances mid-run
+        raise ValueError(f"{path}: cannot resume: the checkpoint's calibrations exclude routinely overlapping part "
+                         "pairs (written before pair allowances); train afresh (--overwrite)")  # fmt: skip
     if step > cfg.steps:
         raise ValueError(f"{path}: cannot resume: the checkpoint is at step {step}, past TrainConfig.steps "
                          f"{cfg.steps} (give steps > {step} to go on; posespace.pt is the finished model)")  # fmt: skip

@@ -7,7 +7,8 @@
   when a blend region keeps less than ``collapse_ratio`` of its thickness.
 * ``self_intersection``: penetration of the collision spheres of non-adjacent parts (not parent/child, not
   sharing a skin triangle, apart in the rest pose) beyond each part pair's allowance (zero unless the pair's
-  proxies overlap routinely in the calibration data, then the depth they reach there); the overlaps come from
+  proxies overlap routinely in the calibration data, then the depth that ``exclusion_rate`` of those poses
+  exceed); the overlaps come from
   :func:`sim.collision.capsule_penetration_penalty` (spheres are degenerate capsules).
 
 Every measure is a differentiable function of the 6D pose (Warp kernels behind torch autograd, FK and
@@ -235,7 +236,7 @@ class RigCalibration:
         return cls(
             JointLimits.from_dict(data["limits"]),
             [tuple(p) for p in data.get("excluded_parts", [])],
-            {(int(a), int(b)): float(v) for a, b, v in data.get("part_allowances", [])},
+            {tuple(sorted((int(a), int(b)))): float(v) for a, b, v in data.get("part_allowances", [])},
             dict(data.get("pass_rates", {})),
         )
 
@@ -500,14 +501,16 @@ def calibrate(
             pen = probe.penetrations(probe.world(local), pairs).double() / pose_rig.height
             depth[s : s + len(x)].scatter_reduce_(1, column.expand(len(x), -1), pen, reduce="amax")
     routine = (depth > cfg.penetration_tolerance).double().mean(0) > cfg.exclusion_rate
-    allowance = torch.quantile(depth, 1.0 - cfg.exclusion_rate, dim=0) if len(poses) else depth.sum(0)
+    # (no poses or no candidate pairs: nothing routine, and torch.quantile refuses empty input)
+    allowance = torch.quantile(depth, 1.0 - cfg.exclusion_rate, dim=0) if depth.numel() else depth.sum(0)
     allowances = {k: float(a) for k, r, a in zip(keys, routine.tolist(), allowance.tolist()) if r}
-    if mirrored:  # a pair and its mirror image share the larger allowance
+    if mirrored:  # a pair and its mirror image share the larger allowance (where the mirror pair is tested at all)
         m = pose_rig.frame.mirror
+        tested = set(keys)
         for a, b in list(allowances):
             k = tuple(sorted((int(m[a]), int(m[b]))))
-            v = max(allowances[(a, b)], allowances.get(k, 0.0))
-            allowances[(a, b)] = allowances[k] = v
+            if k in tested:
+                allowances[(a, b)] = allowances[k] = max(allowances[(a, b)], allowances.get(k, 0.0))
     cal = RigCalibration(limits, part_allowances=dict(sorted(allowances.items())))
     cal.pass_rates = PoseValidators(pose_rig, cal, cfg).check(poses).rates()
     return cal

@@ -355,7 +355,8 @@ class ProjectionConfig:
     """Clamp of the target offsets [deg]."""
     passes: int = 3
     """Sweeps over the clip; each starts from the previous sweep's plan (its windows' first rollout), and the
-    sweep that tracked best among those that did not fall is returned (the best fallen one when all fell)."""
+    sweep that tracked best among those that neither blew up nor fell is returned (the best fallen one when all
+    fell, the best blown-up one when all blew up)."""
     pass_sigma_decay: float = 1.0
     """Sigma multiplier per sweep (later sweeps refine the previous plan more locally when < 1)."""
     ilc_passes: int = 2

@@ -116,6 +116,8 @@ def test_damaged_calibrations_are_named_on_load_or_at_use(trained, tmp_path):
         "allow.pt": ({**cal, "part_allowances": [[0, 99, 0.01]]}, r".*: part_allowances: expected joint indices"),
         "nanallow.pt": ({**cal, "part_allowances": [[0, 1, float("nan")]]}, r".*: part_allowances: .*finite"),
         "badallow.pt": ({**cal, "part_allowances": [[0, 1]]}, r".*: part_allowances: expected \[joint, joint"),
+        "selfallow.pt": ({**cal, "part_allowances": [[2, 2, 0.01]]}, r".*: part_allowances: expected one entry per"),
+        "dupallow.pt": ({**cal, "part_allowances": [[1, 3, 0.01], [3, 1, 0.02]]}, r".*: part_allowances: .*one entry"),
     }  # fmt: skip
     for name, (bad, message) in damaged.items():
         torch.save(dict(state, calibrations={key: bad}), tmp_path / name)

@@ -265,3 +265,26 @@ def test_the_model_records_its_training_steps_and_final_loss(tmp_path, stick_set
     assert enough.training_warning() is None
     unknown = PoseSpace(resumed.model, resumed.scale)  # checkpoints from before provenance was recorded
     assert unknown.training_warning() is None and unknown.training_summary() == "training steps not recorded"
+
+
+def test_a_checkpoint_calibrated_with_excluded_pairs_is_not_resumed(tmp_path, stick_set):
+    """Checkpoints written before pair allowances exclude routinely overlapping part pairs; a resumed run
+    recalibrates, which would switch its validator loss to allowances mid-run: refused, nothing rewritten."""
+    out = tmp_path / "run"
+    train(_cfg(out, steps=2), stick_set)
+    path = out / "checkpoint.pt"
+    state = torch.load(path, weights_only=False)
+    key = next(iter(state["calibrations"]))
+    cal = {k: v for k, v in state["calibrations"][key].items() if k != "part_allowances"}
+    state["calibrations"][key] = {**cal, "excluded_parts": [[9, 13]]}  # as written before allowances
+    del state["checksum"]  # (edited: as a checkpoint from before checksums)
+    torch.save(state, path)
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match=r"checkpoint\.pt: cannot resume: the checkpoint's calibrations exclude "
+                                         r"routinely overlapping part pairs .*--overwrite"):  # fmt: skip
+        train(_cfg(out, steps=4, resume=True), stick_set)
+    assert path.read_bytes() == before
+    # the same checkpoint with its allowances (or with nothing excluded) resumes
+    state["calibrations"][key] = {**cal, "excluded_parts": [], "part_allowances": []}
+    torch.save(state, path)
+    assert train(_cfg(out, steps=4, resume=True), stick_set).training["steps"] == 4

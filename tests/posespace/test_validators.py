@@ -248,3 +248,37 @@ def test_routinely_overlapping_parts_are_tested_beyond_their_allowance(stick_set
     # the allowances survive the checkpoint form
     again = RigCalibration.from_dict(cal.to_dict())
     assert again.part_allowances == cal.part_allowances and again.excluded_parts == []
+
+
+def test_calibrations_from_before_allowances_keep_their_exclusions(stick_setup):
+    """A calibration dict written before pair allowances (no ``part_allowances``) loads with its excluded pairs,
+    which stay untested; allowance keys are sorted on load (a reversed pair used to match no sphere pair)."""
+    rig, pr, poses = stick_setup
+    cal = calibrate(pr, poses)
+    data = cal.to_dict()
+    del data["part_allowances"]
+    left, right = rig.joint_index("left_knee"), rig.joint_index("right_knee")
+    data["excluded_parts"] = [[left, right]]
+    old = RigCalibration.from_dict(data)
+    assert old.part_allowances == {} and old.excluded_parts == [(left, right)]
+    sj = pr.body.sphere_joint
+    tested = {(int(sj[a]), int(sj[b])) for a, b in PoseValidators(pr, old).pairs}
+    assert (left, right) not in tested and (left, right) in {(int(sj[a]), int(sj[b]))
+                                                             for a, b in PoseValidators(pr, cal).pairs}  # fmt: skip
+    flipped = RigCalibration.from_dict({**cal.to_dict(), "part_allowances": [[right, left, 0.02]]})
+    assert flipped.part_allowances == {(left, right): 0.02}
+    assert flipped.allowance_names(rig.joint_names) == [("left_knee", "right_knee", 0.02)]
+    val = PoseValidators(pr, flipped)
+    at = [k for k, (a, b) in enumerate(val.pairs) if (sj[a], sj[b]) == (left, right)]
+    assert at and (val.pair_allowance[at] == 0.02).all() and (np.delete(val.pair_allowance, at) == 0).all()
+
+
+def test_calibration_of_a_rig_without_candidate_pairs():
+    """A three-joint chain has no part pairs to test (torch.quantile refused the empty depth table)."""
+    rig = sim.Rig(["root", "mid", "tip"], [-1, 0, 1], np.array([[0, 0, 1.0], [0, 0, 0.4], [0, 0, 0.4]]),
+                  np.broadcast_to([0.0, 0.0, 0.0, 1.0], (3, 4)).copy(), name="chain")  # fmt: skip
+    pr = PoseRig(rig)
+    poses = pr.rest_pose(4)
+    cal = calibrate(pr, poses)
+    assert cal.part_allowances == {} and len(PoseValidators(pr, cal).pairs) == 0
+    assert cal.pass_rates["valid"] == 1.0
