@@ -328,8 +328,7 @@ def project(
     def frames(o: Sweep) -> int:
         return F if o.blowup is None else o.blowup[0]
 
-    falls = [detect_fall(o.pos[: frames(o)], o.rot[: frames(o)], ref, tracking, ground) if frames(o) else None
-             for o in sweeps]  # fmt: skip
+    falls = [detect_fall(o.pos[: frames(o)], o.rot[: frames(o)], ref, tracking, ground) for o in sweeps]
     best_index = _best_sweep([o.error for o in sweeps], [o.blowup is not None for o in sweeps],
                              [f is not None for f in falls])  # fmt: skip
     best = sweeps[best_index]
