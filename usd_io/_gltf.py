@@ -21,6 +21,7 @@ What comes in (see :mod:`usd_io._gltf_skeleton` for the frame algebra):
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from pathlib import Path
 
@@ -137,6 +138,8 @@ def _meshes(
             points = data.points @ to_bind[:3, :3].T + to_bind[:3, 3]
             joints = np.full((len(points), 1), joint)
             weights = np.ones((len(points), 1))
+            if np.linalg.det(to_bind[:3, :3]) < 0:  # glTF 3.7.4: a mirroring node reverses the winding
+                data = dataclasses.replace(data, triangles=data.triangles[:, ::-1].copy())
         else:
             data = read_mesh(doc, m, node, n, skinned=True)
             points = data.points @ Y_UP_TO_Z_UP[:3, :3].T

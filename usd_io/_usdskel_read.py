@@ -225,10 +225,18 @@ class _Skeleton:
         count = len(tokens)
         self.tokens = tokens
         self.index = {t: j for j, t in enumerate(tokens)}
-        names = [t.rsplit("/", 1)[-1] for t in tokens]
+        # joint paths are unique, their last elements need not be (``arm_l/end``, ``arm_r/end``)
+        names = unique_identifiers([t.rsplit("/", 1)[-1] for t in tokens])
         authored_names = skel.GetJointNamesAttr().Get()
         if authored_names is not None and len(authored_names) == count and len(set(authored_names)) == count:
             names = [str(n) for n in authored_names]
+        elif authored_names is not None and len(authored_names):
+            warnings.warn(
+                f"{path}: {where}.jointNames: {len(authored_names)} names for {count} joints"
+                f"{'' if len(authored_names) != count else ', not unique'}: joints named after their paths",
+                UsdSkelWarning,
+                3,
+            )
 
         bind = skel.GetBindTransformsAttr().Get()
         rest = skel.GetRestTransformsAttr().Get()
@@ -364,6 +372,8 @@ def _read_mesh(skinning_query, skeleton: _Skeleton, conversion: _Conversion, pat
 
     gbt = _usd_matrix(skinning_query.GetGeomBindTransform(Usd.TimeCode.Default()))
     points = points @ gbt[:3, :3].T + gbt[:3, 3]
+    if np.linalg.det(gbt[:3, :3]) < 0:  # a mirroring bind transform turns the faces inside out: flip them back
+        triangles = triangles[:, ::-1].copy()
     name = prim.GetDisplayName() or prim.GetName()
     try:
         return SkinnedMesh(name, conversion.points(points), triangles, joint_ids, weights)
@@ -371,7 +381,44 @@ def _read_mesh(skinning_query, skeleton: _Skeleton, conversion: _Conversion, pat
         raise InputError(path, where, str(e)) from None
 
 
-def _read_animation(anim_prim, skeleton: _Skeleton, conversion: _Conversion, stage, path: Path) -> Motion:
+class _Placement:
+    """The Skeleton prim's stage placement over time (its own and its ancestors' xformOps).
+
+    A SkelRoot moved by time samples (root motion on the prim, as some exporters write it) moves the whole
+    skeleton; we fold that motion into the root joint's channels frame by frame.
+    """
+
+    def __init__(self, prim, base: _Conversion, conversion_at, path: Path, field: str):
+        from pxr import UsdGeom
+
+        codes: set[float] = set()
+        p = prim
+        while p and not p.IsPseudoRoot():
+            xf = UsdGeom.Xformable(p)
+            if xf and xf.TransformMightBeTimeVarying():
+                codes.update(float(c) for c in xf.GetTimeSamples())
+            p = p.GetParent()
+        self.codes = sorted(codes)
+        self.base, self.conversion_at, self.path, self.field = base, conversion_at, path, field
+
+    def at(self, code: float) -> _Conversion:
+        """The conversion at ``code``; refuses a placement whose scale changes (the rig's lengths are fixed)."""
+        if not self.codes:
+            return self.base
+        conv = self.conversion_at(code)
+        if abs(conv.scale - self.base.scale) > 1e-6 * self.base.scale:
+            raise InputError(
+                self.path,
+                self.field,
+                f"the skeleton's placement scales over time ({self.base.scale:.6g} at the earliest time,"
+                f" {conv.scale:.6g} at time {code}): an animated scale is not supported",
+            )
+        return conv
+
+
+def _read_animation(
+    anim_prim, skeleton: _Skeleton, conversion: _Conversion, stage, path: Path, placement: _Placement | None = None
+) -> Motion:
     from pxr import UsdSkel
 
     anim = UsdSkel.Animation(anim_prim)
@@ -380,9 +427,10 @@ def _read_animation(anim_prim, skeleton: _Skeleton, conversion: _Conversion, sta
     targets = [(i, skeleton.index[t] + skeleton.offset) for i, t in enumerate(tokens) if t in skeleton.index]
     attrs = {"translations": anim.GetTranslationsAttr(), "rotations": anim.GetRotationsAttr()}
     scales_attr = anim.GetScalesAttr()
-    codes = sorted(
-        {float(c) for a in (*attrs.values(), scales_attr) if a and a.HasAuthoredValue() for c in a.GetTimeSamples()}
-    )
+    codes = {float(c) for a in (*attrs.values(), scales_attr) if a and a.HasAuthoredValue() for c in a.GetTimeSamples()}
+    if placement is not None:
+        codes.update(placement.codes)
+    codes = sorted(codes)
     missing = [n for n, a in (*attrs.items(), ("scales", scales_attr)) if not (a and a.HasAuthoredValue())]
     if missing and tokens:
         warnings.warn(
@@ -421,7 +469,11 @@ def _read_animation(anim_prim, skeleton: _Skeleton, conversion: _Conversion, sta
         raise InputError(path, f"{where}.rotations", f"zero-length quaternion at time {codes[frame]}, joint {joint}")
     rot /= norms
 
-    trans, rot = conversion.local(skeleton.parents, trans, rot)
+    if placement is not None and placement.codes:  # an animated placement: each frame's own conversion
+        for f, code in enumerate(codes):
+            trans[f], rot[f] = placement.at(code).local(skeleton.parents, trans[f], rot[f])
+    else:
+        trans, rot = conversion.local(skeleton.parents, trans, rot)
     non_root = skeleton.parents >= 0
     animated_t = not np.allclose(
         trans[:, non_root], skeleton.rest_translations[non_root], rtol=TRANSLATION_MATCH_TOLERANCE, atol=1e-9
@@ -477,10 +529,16 @@ def read_usdskel(path: str | Path, *, skeleton: str | None = None) -> Asset:
         up_rotation = transform_matrix(np.zeros(3), axis_angle_to_quat([np.pi / 2, 0.0, 0.0]))
     elif up != UsdGeom.Tokens.z:
         raise InputError(path, "upAxis", f"unsupported up axis {up!r}")
-    skel_to_world = _usd_matrix(UsdGeom.Imageable(skel_prim).ComputeLocalToWorldTransform(Usd.TimeCode.Default()))
-    conversion = _Conversion(
-        up_rotation @ np.diag([meters_per_unit] * 3 + [1.0]) @ skel_to_world, path, f"{where}.xformOp"
-    )
+    stage_frame = up_rotation @ np.diag([meters_per_unit] * 3 + [1.0])
+
+    def conversion_at(code) -> _Conversion:
+        skel_to_world = _usd_matrix(UsdGeom.Imageable(skel_prim).ComputeLocalToWorldTransform(code))
+        return _Conversion(stage_frame @ skel_to_world, path, f"{where}.xformOp")
+
+    # the placement at the earliest time: its default when not sampled, else its first sample (a placement
+    # authored only as time samples has no default value, which read as identity)
+    conversion = conversion_at(Usd.TimeCode.EarliestTime())
+    placement = _Placement(skel_prim, conversion, conversion_at, path, f"{where}.xformOp")
 
     skel = _Skeleton(skel_prim, path, conversion)
 
@@ -516,7 +574,7 @@ def read_usdskel(path: str | Path, *, skeleton: str | None = None) -> Asset:
             anim_prims.append(prim)
     clips: dict[str, Motion] = {}
     for prim in anim_prims:
-        motion = _read_animation(prim, skel, conversion, stage, path)
+        motion = _read_animation(prim, skel, conversion, stage, path, placement)
         name, k = motion.name, 1
         while name in clips:
             name, k = f"{motion.name}_{k}", k + 1

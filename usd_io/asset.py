@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,7 +51,8 @@ def load_asset(source: str | Path, *, skeleton: str | None = None, **options) ->
         skeleton: USD files only: absolute prim path of the Skeleton to read (``"/World/B/C/Skeleton"``); default:
             the one under the stage's defaultPrim, the first (with a :class:`usd_io.UsdSkelWarning`) when several
             qualify (see :func:`usd_io.read_usdskel`).
-        **options: passed to the reader (e.g. ``meters_per_unit`` for BVH).
+        **options: passed to the reader (e.g. ``meters_per_unit`` for BVH, ``scene`` for glTF, ``config`` for
+            procedural characters); an option the source's kind does not take is an :class:`InputError`.
 
     Raises:
         InputError: unreadable or malformed file, unknown format, ``skeleton`` naming no Skeleton in a SkelRoot or
@@ -63,6 +65,7 @@ def load_asset(source: str | Path, *, skeleton: str | None = None, **options) ->
         from sim import characters
 
         name = text[len(PROCEDURAL_PREFIX) :]
+        _check_options(text, characters.build, options, "procedural assets")
         try:
             rig, clips = characters.build(name, **options)
         except KeyError as e:
@@ -73,17 +76,29 @@ def load_asset(source: str | Path, *, skeleton: str | None = None, **options) ->
         raise InputError(path, "path", "no such file")
     suffix = path.suffix.lower()
     if suffix in (".gltf", ".glb"):
-        from ._gltf import read_gltf
+        from ._gltf import read_gltf as reader
+    elif suffix == ".bvh":
+        from ._bvh import read_bvh as reader
+    elif suffix in (".usd", ".usda", ".usdc"):
+        from ._usdskel_read import read_usdskel as reader
 
-        return read_gltf(path, **options)
-    if suffix == ".bvh":
-        from ._bvh import read_bvh
+        options = {"skeleton": skeleton, **options}
+    else:
+        raise InputError(
+            path, "extension", f"unsupported format {suffix!r} (expected .gltf, .glb, .bvh, .usd, .usda, .usdc)"
+        )
+    _check_options(path, reader, options, f"{suffix} files")
+    return reader(path, **options)
 
-        return read_bvh(path, **options)
-    if suffix in (".usd", ".usda", ".usdc"):
-        from ._usdskel_read import read_usdskel
 
-        return read_usdskel(path, skeleton=skeleton, **options)
-    raise InputError(
-        path, "extension", f"unsupported format {suffix!r} (expected .gltf, .glb, .bvh, .usd, .usda, .usdc)"
-    )
+def _check_options(source: str | Path, reader, options: dict, kind: str) -> None:
+    """Refuses reader options the source's kind does not take, naming the source and the options it does."""
+    params = inspect.signature(reader).parameters
+    accepted = [n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise InputError(
+            source,
+            "options",
+            f"{kind} take no option {', '.join(map(repr, unknown))} (they take: {', '.join(accepted) or 'none'})",
+        )

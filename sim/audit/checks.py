@@ -22,7 +22,7 @@ from ..contact_metrics import (
 from ..kinematics import pose_motion, skin_motion
 from ..mesh_intersection import MeshSelfIntersection, SelfIntersectionMetrics, face_labels
 from ..motion import Motion
-from ..rig import Rig
+from ..rig import Rig, RigError
 from .config import AuditConfig, _type_error
 from .report import AuditReport, CheckResult, FrameRange
 
@@ -99,6 +99,11 @@ def contact_points(rig: Rig, motion: Motion, config: AuditConfig | None = None, 
         size = character_size(rig.rest_world_transforms()[0])
         labels = np.arange(rig.joint_count)
         contact = dataclasses.replace(cfg.contact, contact_height_rel=cfg.joint_contact_height_rel)
+    if not size > 0:
+        raise RigError(
+            f"rig {rig.name!r}: its bind-pose {'mesh' if mesh is not None else 'skeleton'} has no extent, so there is"
+            " no size to scale the contact bands by"
+        )
     return ContactPoints(points, joints, labels, size, mesh, contact)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..kinematics import pose_motion, skin_motion
 from ..motion import Motion
-from ..rig import Rig, SkinnedMesh
+from ..rig import Rig, RigError, SkinnedMesh
 from ..rotations import axis_angle_to_quat, quat_conjugate, quat_multiply, quat_rotate
 from .config import ReferenceConfig
 
@@ -349,7 +349,13 @@ def prepare_reference(
     motion.check_rig(rig)
     scale = 1.0
     if target_height_m is not None:
-        scale = float(target_height_m) / rig.height()
+        height = rig.height()
+        if not height > 0:
+            raise RigError(
+                f"rig {rig.name!r}: no height to scale to target_height_m (its bind-pose"
+                f" {'meshes' if rig.meshes else 'skeleton'} span nothing along the up axis)"
+            )
+        scale = float(target_height_m) / height
         rig, motion = scale_rig(rig, scale), scale_motion(motion, scale)
     motion = loop_motion(motion, loops)
     fps = cfg.fps or min(motion.fps, cfg.max_fps)

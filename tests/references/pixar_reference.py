@@ -48,3 +48,31 @@ def pixar_joint_world_positions(path) -> tuple[np.ndarray, list[str], np.ndarray
     codes = list(skel_query.GetAnimQuery().GetJointTransformTimeSamples())
     frames = [np.array(skel_query.ComputeJointSkelTransforms(code))[:, 3, :3] for code in codes]
     return np.array(codes), [str(j) for j in skel_query.GetJointOrder()], np.stack(frames)
+
+
+def pixar_world_skinning(path, codes) -> dict[str, np.ndarray]:
+    """Pixar's UsdSkel skinning of every bound mesh at ``codes``, placed in the stage by the Skeleton prim's
+    local-to-world transform *at each code* (an animated SkelRoot moves the skinned character).
+
+    Returns:
+        {mesh prim name: stage-space points (F, V, 3)} in stage units and axes.
+    """
+    stage = Usd.Stage.Open(str(path))
+    root = UsdSkel.Root(stage.GetDefaultPrim())
+    cache = UsdSkel.Cache()
+    cache.Populate(root, Usd.TraverseInstanceProxies())
+    (binding,) = cache.ComputeSkelBindings(root, Usd.TraverseInstanceProxies())
+    skel_query = cache.GetSkelQuery(binding.GetSkeleton())
+    skel_prim = UsdGeom.Imageable(binding.GetSkeleton().GetPrim())
+    out = {}
+    for query in binding.GetSkinningTargets():
+        points_attr = UsdGeom.Mesh(query.GetPrim()).GetPointsAttr()
+        frames = []
+        for code in codes:
+            xforms = skel_query.ComputeSkinningTransforms(code)
+            points = points_attr.Get()
+            assert query.ComputeSkinnedPoints(xforms, points, code)
+            l2w = np.array(skel_prim.ComputeLocalToWorldTransform(code))
+            frames.append(np.array(points, dtype=np.float64) @ l2w[:3, :3] + l2w[3, :3])
+        out[query.GetPrim().GetName()] = np.stack(frames)
+    return out

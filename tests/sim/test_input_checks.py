@@ -249,3 +249,19 @@ def test_torch_rig_wants_tensors(rng, quadruped):
     # control: tensors work, and the rest pose puts the root at the given root translation
     world = trig.forward_kinematics(torch.as_tensor(root), torch.as_tensor(rot))
     np.testing.assert_allclose(world[0, :3].numpy(), root, atol=SKIN_TOL)
+
+
+def test_a_rig_without_extent_is_refused_naming_it():
+    """A meshless rig whose joints all sit at one point (a one-joint BVH, an End Site at OFFSET 0 0 0) has no
+    height to scale to a real size and no size for the audit's contact bands: RigErrors naming the rig, not a
+    ZeroDivisionError."""
+    from sim.audit import audit_motion
+    from sim.physics import prepare_reference
+
+    flat = sim.Rig(["root", "root_end"], [-1, 0], [[0, 0, 1.0], [0, 0, 0]], [[0, 0, 0, 1]] * 2, name="flat")
+    motion = sim.Motion.rest(flat, 5)
+    assert flat.height() == 0.0
+    with pytest.raises(sim.RigError, match="rig 'flat': no height to scale to target_height_m"):
+        prepare_reference(flat, motion, target_height_m=1.7)
+    with pytest.raises(sim.RigError, match="rig 'flat': its bind-pose skeleton has no extent"):
+        audit_motion(flat, motion)

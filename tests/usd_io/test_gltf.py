@@ -229,6 +229,34 @@ def test_rigid_meshes_become_single_joint_skins(tmp_path):
     assert any("animation of nodes[0] 'holder' below a joint and above a rigid mesh ignored" in m for m in messages)
 
 
+def _signed_volume(points: np.ndarray, triangles: np.ndarray) -> float:
+    a, b, c = points[triangles[:, 0]], points[triangles[:, 1]], points[triangles[:, 2]]
+    return float(np.einsum("ij,ij->i", a, np.cross(b, c)).sum() / 6.0)
+
+
+@pytest.mark.parametrize("mirror", [1.0, -1.0])
+def test_rigid_mesh_under_a_mirroring_node_keeps_its_faces_outward(tmp_path, mirror):
+    """glTF 3.7.4: a node transform with a negative determinant reverses the winding. A closed tetrahedron
+    (counter-clockwise from outside, positive signed volume) under a joint through a node scaled -1 on x (a left
+    shoe made from a right one) comes out mirrored, with outward faces: positive volume, as the unmirrored one."""
+    tet = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1.0]]) * 0.1
+    tris = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]])
+    assert _signed_volume(tet, tris) > 0
+    b = B.GltfBuilder()
+    prim = {"attributes": {"POSITION": b.accessor(tet)}, "indices": b.accessor(tris.reshape(-1), B.UINT)}
+    shoe = b.node("shoe", mesh=b.mesh([prim]))
+    holder = b.node("holder", children=[shoe], scale=[mirror, 1.0, 1.0], translation=[0.3, 0, 0])
+    joint = b.node("foot", children=[holder])
+    b.skin([joint])
+    b.roots(joint)
+    asset, _ = read_recording(b.write(tmp_path / "shoe.gltf"))
+    (mesh,) = asset.rig.meshes
+    # the points are mirrored (x of the tip vertex 1 lies on the mirrored side of the holder)...
+    assert np.sign(mesh.points[1, 0] - mesh.points[0, 0]) == mirror
+    # ...and the faces still point outward
+    np.testing.assert_allclose(_signed_volume(mesh.points, mesh.triangles), _signed_volume(tet, tris), rtol=1e-6)
+
+
 # -- accessors ---------------------------------------------------------------------------------------------------
 def single_joint_file(tmp_path, position: dict, raw) -> Path:
     """A one-joint skin whose POSITION accessor is written with ``B.GltfBuilder.accessor(raw, **position)``."""

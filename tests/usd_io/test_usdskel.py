@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from usd_io import (
 )
 
 pxr = pytest.importorskip("pxr")
-from pixar_reference import pixar_skinning  # noqa: E402
+from pixar_reference import pixar_skinning, pixar_world_skinning  # noqa: E402
 from pxr import Gf, Sdf, Usd, UsdGeom, UsdSkel, Vt  # noqa: E402
 
 pytestmark = pytest.mark.usd
@@ -336,6 +337,64 @@ def test_read_converts_y_up_units_and_skeleton_transform(tmp_path, rig, clips):
     np.testing.assert_allclose(asset.rig.bone_lengths(), 2 * rig.bone_lengths(), rtol=1e-9)
 
 
+def _moving_root_stage(tmp_path, rig, clip, samples) -> tuple[Path, Usd.Stage]:
+    """``rig`` and ``clip`` written, then the SkelRoot moved by time-sampled translate / rotateZ / scale ops:
+    ``samples`` = [(time code, (x, y, z), yaw [deg], uniform scale)]."""
+    path = tmp_path / "moving.usda"
+    write_usdskel(path, rig, [clip])
+    stage = Usd.Stage.Open(str(path))
+    xform = UsdGeom.Xformable(stage.GetPrimAtPath("/test_rig"))
+    t_op, r_op, s_op = xform.AddTranslateOp(), xform.AddRotateZOp(), xform.AddScaleOp()
+    for code, offset, yaw, scale in samples:
+        t_op.Set(Gf.Vec3d(*offset), code)
+        r_op.Set(float(yaw), code)
+        s_op.Set(Gf.Vec3f(scale, scale, scale), code)
+    stage.Save()
+    return path, stage
+
+
+def test_animated_skel_root_placement_moves_the_character(tmp_path, rig, clips):
+    """Root motion authored on the SkelRoot prim (as DCC exporters write it), sampled at a time the animation
+    does not sample too: the clip holds the union of both sets of time codes, and our skinning at each matches
+    Pixar's, placed in the stage by the Skeleton's local-to-world transform at that code."""
+    clip = clips[0]
+    samples = [(0.0, (0.0, 0.0, 0.0), 0.0, 1.0), (6.0, (0.5, 0.05, 0.1), 30.0, 1.0), (21.0, (2.0, 0.2, 0.0), 90.0, 1.0)]
+    path, stage = _moving_root_stage(tmp_path, rig, clip, samples)
+    tcps = stage.GetTimeCodesPerSecond()
+    codes = sorted(set(np.round(clip.times * tcps, 9)) | {6.0})
+    asset = read_usdskel(path)
+    ours_clip = asset.clip()
+    np.testing.assert_allclose(ours_clip.times, (np.array(codes) - stage.GetStartTimeCode()) / tcps, atol=TIME_ATOL)
+    assert UsdGeom.GetStageUpAxis(stage) == UsdGeom.Tokens.z and UsdGeom.GetStageMetersPerUnit(stage) == 1.0
+    pixar = pixar_world_skinning(path, codes)
+    tol = SKINNING_RTOL * asset.rig.height()
+    for mesh, prim_name in zip(asset.rig.meshes, ["body", "arm_box_001"]):
+        ours, _ = sim.skin_motion(asset.rig, ours_clip, mesh=mesh)
+        np.testing.assert_allclose(ours, pixar[prim_name], atol=tol)
+    # the character travels 2 m and turns 90 degrees: not a rest-time placement applied to every frame
+    root = ours_clip.root_translations
+    assert np.linalg.norm(root[-1] - root[0]) > 1.5
+
+
+def test_single_sample_skel_root_placement_is_the_rest_placement(tmp_path, rig, clips):
+    """A placement authored as one time sample (no default value) places the character at every time: the rig's
+    rest pose sits there too (USD resolves a single sample at every time; the default time reads identity)."""
+    path, _ = _moving_root_stage(tmp_path, rig, clips[0], [(0.0, (5.0, 0.0, 0.0), 0.0, 1.0)])
+    asset = read_usdskel(path)
+    np.testing.assert_allclose(asset.rig.rest_world_matrices()[:, 0, 3], rig.rest_world_matrices()[:, 0, 3] + 5.0)
+    codes = clips[0].times * clips[0].fps
+    pixar = pixar_world_skinning(path, codes)
+    ours, _ = sim.skin_motion(asset.rig, asset.clip(), mesh=asset.rig.meshes[0])
+    np.testing.assert_allclose(ours, pixar["body"], atol=SKINNING_RTOL * asset.rig.height())
+
+
+def test_skel_root_placement_scaling_over_time_is_refused(tmp_path, rig, clips):
+    samples = [(0.0, (0.0, 0.0, 0.0), 0.0, 1.0), (21.0, (1.0, 0.0, 0.0), 0.0, 2.0)]
+    path, _ = _moving_root_stage(tmp_path, rig, clips[0], samples)
+    with pytest.raises(InputError, match=r"moving\.usda.*/test_rig/Skeleton\.xformOp.*scales over time"):
+        read_usdskel(path)
+
+
 def _matrix(m: np.ndarray) -> Gf.Matrix4d:
     return Gf.Matrix4d(np.asarray(m).T.tolist())
 
@@ -525,6 +584,53 @@ def test_joints_out_of_order(tmp_path):
     assert str(err.value) == f"{path}: /Root/Skeleton.joints: joint 'a/b' is listed before its parent 'a'"
 
 
+def test_repeated_leaf_joint_names_are_made_unique(tmp_path):
+    """UsdSkel needs unique joint *paths* only: ``a/b/end`` and ``a/c/end`` are legal. Without jointNames the rig
+    names joints after their paths' last elements, made unique; jointNames that repeat are ignored with a
+    warning naming the field."""
+    path = tmp_path / "leaves.usda"
+    joints = ["a", "a/b", "a/b/end", "a/c", "a/c/end"]
+    stage = _skeleton_stage(path, joints, bind=5)
+    assert UsdSkel.Topology(joints).Validate()[0]
+    assert read_usdskel(path).rig.joint_names == ("a", "b", "end", "c", "end_1")
+    UsdSkel.Skeleton(stage.GetPrimAtPath("/Root/Skeleton")).CreateJointNamesAttr(["a", "b", "x", "c", "x"])
+    stage.Save()
+    with pytest.warns(UsdSkelWarning, match=r"leaves\.usda: /Root/Skeleton\.jointNames: .*not unique"):
+        assert read_usdskel(path).rig.joint_names == ("a", "b", "end", "c", "end_1")
+
+
+def _signed_volume(points: np.ndarray, triangles: np.ndarray) -> float:
+    a, b, c = points[triangles[:, 0]], points[triangles[:, 1]], points[triangles[:, 2]]
+    return float(np.einsum("ij,ij->i", a, np.cross(b, c)).sum() / 6.0)
+
+
+@pytest.mark.parametrize("mirror", [1.0, -1.0])
+def test_mirroring_geom_bind_transform_keeps_faces_outward(tmp_path, mirror):
+    """A skinned mesh whose geomBindTransform mirrors it (scale -1 on x): its points are mirrored and its faces
+    still point outward (positive enclosed volume, as the source tetrahedron's)."""
+    path = tmp_path / "mirror.usda"
+    stage = _skeleton_stage(path, ["a"], bind=1)
+    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
+    tet = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1.0]]) * 0.1
+    tris = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]])
+    assert _signed_volume(tet, tris) > 0
+    mesh = UsdGeom.Mesh.Define(stage, "/Root/Tet")
+    mesh.CreatePointsAttr(Vt.Vec3fArray(tet.tolist()))
+    mesh.CreateFaceVertexCountsAttr([3] * 4)
+    mesh.CreateFaceVertexIndicesAttr(tris.reshape(-1).tolist())
+    binding = UsdSkel.BindingAPI.Apply(mesh.GetPrim())
+    binding.CreateSkeletonRel().SetTargets(["/Root/Skeleton"])
+    binding.CreateJointIndicesPrimvar(True, 1).Set(Vt.IntArray([0]))
+    binding.CreateJointWeightsPrimvar(True, 1).Set(Vt.FloatArray([1.0]))
+    binding.CreateGeomBindTransformAttr(_matrix(np.diag([mirror, 1.0, 1.0, 1.0])))
+    skel = UsdSkel.Skeleton(stage.GetPrimAtPath("/Root/Skeleton"))
+    skel.CreateRestTransformsAttr(Vt.Matrix4dArray([Gf.Matrix4d(1.0)]))
+    stage.Save()
+    (ours,) = read_usdskel(path).rig.meshes
+    np.testing.assert_allclose(ours.points, tet * [mirror, 1.0, 1.0], atol=FLOAT32_ATOL)
+    np.testing.assert_allclose(_signed_volume(ours.points, ours.triangles), _signed_volume(tet, tris), rtol=1e-6)
+
+
 def test_nan_weights(tmp_path, rig, clips):
     path = tmp_path / "nan.usda"
     write_usdskel(path, rig, clips)
@@ -700,6 +806,20 @@ def test_skeleton_choice_is_for_usd_files_only(tmp_path):
 def test_missing_file_through_dispatcher(tmp_path):
     with pytest.raises(InputError, match="no such file"):
         load_asset(tmp_path / "missing.usda")
+
+
+def test_reader_options_are_checked_per_source_kind(tmp_path, rig, clips):
+    """An option the source's reader does not take (BVH's meters_per_unit for a USD stage) is an InputError naming
+    the file, the option and the options that kind takes; the options it takes still pass through."""
+    path = tmp_path / "rig.usda"
+    write_usdskel(path, rig, clips)
+    with pytest.raises(InputError) as err:
+        load_asset(path, meters_per_unit=0.01)
+    assert err.value.path == str(path) and err.value.field == "options"
+    assert "'meters_per_unit'" in str(err.value) and "they take: skeleton" in str(err.value)
+    assert load_asset(path, skeleton="/test_rig/Skeleton").rig.joint_count == rig.joint_count
+    with pytest.raises(InputError, match=r"procedural:biped: options: procedural assets take no option 'scene'"):
+        load_asset("procedural:biped", scene=0)
 
 
 def test_reads_copy_with_other_extension(tmp_path, rig, clips):
