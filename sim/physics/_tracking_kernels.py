@@ -74,8 +74,10 @@ def root_assist_kernel(
     X = body_q[b]
     p = wp.transform_get_translation(X)
     q = wp.transform_get_rotation(X)
-    v = wp.spatial_top(body_qd[b])
     om = wp.spatial_bottom(body_qd[b])
+    com_w = wp.transform_point(X, body_com[b])
+    # body_qd's linear part is the centre of mass's velocity; ref_vel is the root origin's (d ref_pos / dt)
+    v = wp.spatial_top(body_qd[b]) + wp.cross(om, p - com_w)
     force = kp_lin * (ref_pos[f] - p) + kd_lin * (ref_vel[f] - v)
     fn = wp.length(force)
     if fn > max_force:
@@ -92,7 +94,6 @@ def root_assist_kernel(
     if tn > max_torque:
         torque = torque * (max_torque / tn)
     # the force acts at the body origin: move it to the centre of mass (torque of the offset)
-    com_w = wp.transform_point(X, body_com[b])
     torque = torque + wp.cross(p - com_w, force)
     body_f_out[b] = body_f_out[b] + wp.spatial_vector(force, torque)
     force_sum_out[w] = force_sum_out[w] + fn

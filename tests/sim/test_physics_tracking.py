@@ -284,6 +284,37 @@ def test_root_assist_is_off_by_default_and_reports_its_force(table):
     assert assist["max_force_body_weights"] <= cfg.root_assist.max_force_body_weights + 1e-4
 
 
+def test_root_assist_damps_the_root_origin_velocity():
+    """Newton's body_qd holds the centre of mass's linear velocity; the assist's reference velocity is the root
+    origin's. A root spinning about its origin exactly as the reference does (origin at rest, centre of mass
+    0.2 m off the origin on a circle) needs no wrench; comparing the COM velocity with the origin's pushed it with
+    kd x |omega x r| (here 2 x 3 x 0.2 = 1.2 N)."""
+    import warp as wp
+
+    from sim.physics import _tracking_kernels as K
+
+    wp.init()
+    d = "cpu"
+    omega, com_local, kd = np.array([0.0, 0.0, 3.0]), np.array([0.2, 0.0, 0.0]), 2.0
+    vec = lambda a: wp.array(np.asarray(a, np.float32).reshape(-1, 3), dtype=wp.vec3, device=d)  # noqa: E731
+    pose = wp.array([wp.transform(wp.vec3(0.0, 0.0, 1.0), wp.quat_identity())], dtype=wp.transform, device=d)
+    v_com = np.cross(omega, com_local)
+    twist = wp.array([wp.spatial_vector(*v_com, *omega)], dtype=wp.spatial_vector, device=d)
+    ref_rot = wp.array([wp.quat_identity()] * 2, dtype=wp.quat, device=d)
+    f_out = wp.zeros(1, dtype=wp.spatial_vector, device=d)
+    f_sum, f_max = wp.zeros(1, dtype=wp.float32, device=d), wp.zeros(1, dtype=wp.float32, device=d)
+    wp.launch(
+        K.root_assist_kernel,
+        dim=1,
+        inputs=[wp.zeros(1, dtype=wp.int32, device=d), 1, 2, vec([[0, 0, 1.0]] * 2), ref_rot, vec(np.zeros((2, 3))),
+                vec([omega] * 2), pose, twist, vec(com_local), 1, 10.0, kd, 1.0, 0.1, 1e3, 1e3],
+        outputs=[f_out, f_sum, f_max],
+        device=d,
+    )  # fmt: skip
+    np.testing.assert_allclose(f_out.numpy()[0], 0.0, atol=1e-6)
+    assert f_max.numpy()[0] < 1e-6
+
+
 def test_target_filter_hook(table):
     motion = walkish(table.rig)
     plain = track(table, motion)
