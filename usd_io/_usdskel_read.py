@@ -480,7 +480,11 @@ def _read_animation(
     )
     fps = anim_prim.GetCustomDataByKey(FPS_CUSTOM_DATA_KEY)
     if not isinstance(fps, int | float) or not np.isfinite(fps) or fps <= 0:
-        fps = stage.GetFramesPerSecond() if stage.HasAuthoredMetadata("framesPerSecond") else tcps
+        spacing = np.diff(codes)
+        if len(spacing) and np.allclose(spacing, spacing[0], rtol=1e-6, atol=0.0):
+            fps = tcps / spacing[0]  # evenly sampled: its sampling rate (framesPerSecond is a playback hint)
+        else:
+            fps = stage.GetFramesPerSecond() if stage.HasAuthoredMetadata("framesPerSecond") else tcps
     times = (np.asarray(codes) - start) / tcps
     name = anim_prim.GetDisplayName() or anim_prim.GetName()
     try:
@@ -502,7 +506,9 @@ def read_usdskel(path: str | Path, *, skeleton: str | None = None) -> Asset:
         the asset in our frame (SI metres, Z-up): the rig (named after the SkelRoot's displayName or name),
         every Mesh bound to the skeleton (faces triangulated as fans in vertex order), and every SkelAnimation
         under the SkelRoot as a clip (the one bound as ``skel:animationSource`` first), sampled at the union of
-        its authored time samples with ``times = (timeCode - startTimeCode) / timeCodesPerSecond``.
+        its authored time samples with ``times = (timeCode - startTimeCode) / timeCodesPerSecond``; the clip's
+        ``fps`` is the one we wrote (customData ``kinedistill:fps``), else the rate of evenly spaced samples, else
+        the stage's framesPerSecond (timeCodesPerSecond when not authored).
 
     Warns:
         UsdSkelWarning: several Skeletons to choose from (see ``skeleton``); ignored content.

@@ -808,6 +808,32 @@ def test_missing_file_through_dispatcher(tmp_path):
         load_asset(tmp_path / "missing.usda")
 
 
+@pytest.mark.parametrize("step", [1, 3])
+def test_foreign_clip_fps_is_its_sampling_rate(tmp_path, step):
+    """A foreign stage (no kinedistill:fps) with timeCodesPerSecond 60, framesPerSecond 30 (a playback hint) and
+    a rotation sample every ``step`` codes: the clip's fps is its sampling rate, so it is uniform at its own
+    rate and nothing downstream resamples (drops) its frames; unevenly spaced samples fall back to
+    framesPerSecond."""
+    path = tmp_path / "rate.usda"
+    stage = _skeleton_stage(path, ["a", "a/b"], bind=2, rest=2)
+    stage.SetTimeCodesPerSecond(60.0)
+    stage.SetFramesPerSecond(30.0)
+    anim = UsdSkel.Animation.Define(stage, "/Root/Anim")
+    anim.CreateJointsAttr(["a/b"])
+    codes = np.arange(0, 12, step, dtype=float)
+    for k, code in enumerate(codes):
+        q = axis_angle_to_quat(np.array([0.05 * k, 0.0, 0.0]))
+        anim.CreateRotationsAttr().Set(Vt.QuatfArray([Gf.Quatf(q[3], *q[:3])]), code)
+    stage.Save()
+    with pytest.warns(UsdSkelWarning):  # translations / scales not authored
+        clip = read_usdskel(path).clip()
+    assert clip.fps == pytest.approx(60.0 / step) and clip.is_uniform() and len(clip.times) == len(codes)
+    anim.GetRotationsAttr().Set(Vt.QuatfArray([Gf.Quatf(1.0, 0.0, 0.0, 0.0)]), 13.0)  # uneven spacing now
+    stage.Save()
+    with pytest.warns(UsdSkelWarning):  # translations / scales not authored
+        assert read_usdskel(path).clip().fps == pytest.approx(30.0)
+
+
 def test_reader_options_are_checked_per_source_kind(tmp_path, rig, clips):
     """An option the source's reader does not take (BVH's meters_per_unit for a USD stage) is an InputError naming
     the file, the option and the options that kind takes; the options it takes still pass through."""
