@@ -54,6 +54,7 @@ import numpy as np
 from sim import Motion, Rig, RigError
 from sim.rotations import euler_to_quat, quat_identity, quat_multiply
 
+from ._limits import MAX_MAGNITUDE, too_large
 from .asset import Asset
 from .errors import InputError
 
@@ -360,6 +361,10 @@ class _HierarchyParser:
                 raise self.error(tline, f"OFFSET of {self.describe(j)}: expected 3 numbers, got {tok!r}")
             if not math.isfinite(v):
                 raise self.error(tline, f"OFFSET of {self.describe(j)}: non-finite value {tok!r}")
+            if abs(v) > MAX_MAGNITUDE:
+                raise self.error(
+                    tline, f"OFFSET of {self.describe(j)}: value {tok!r} out of range (> {MAX_MAGNITUDE:g})"
+                )
             values.append(v)
         j.offset = np.array(values)
 
@@ -491,6 +496,12 @@ def _parse_motion(path: Path, lines: list[str], motion_line: int, channel_count:
     if bad.any():
         r, c = (int(i) for i in np.argwhere(bad)[0])
         raise InputError(path, f"MOTION line {row_lines[r]}", f"value {c + 1} ({rows[r][c]!r}) is not finite")
+    huge = too_large(values)
+    if huge.any():
+        r, c = (int(i) for i in np.argwhere(huge)[0])
+        raise InputError(
+            path, f"MOTION line {row_lines[r]}", f"value {c + 1} ({rows[r][c]!r}) out of range (> {MAX_MAGNITUDE:g})"
+        )
     return frame_time, values
 
 

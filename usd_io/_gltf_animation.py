@@ -16,6 +16,7 @@ from sim.rotations import quat_slerp
 
 from ._gltf_accessors import read_accessor
 from ._gltf_document import GltfDocument
+from ._limits import MAX_MAGNITUDE, too_large
 
 __all__ = ["COMMON_FPS", "Channel", "nominal_fps", "read_animation", "sample_channel"]
 
@@ -103,6 +104,8 @@ def _key_times(doc: GltfDocument, accessor: int, where: str) -> np.ndarray:
         raise doc.error(where, f"accessors[{accessor}] must be SCALAR key times, got shape {times.shape[1:]}")
     if not np.all(np.isfinite(times)):
         raise doc.error(where, f"accessors[{accessor}] holds non-finite key times")
+    if too_large(times).any():
+        raise doc.error(where, f"accessors[{accessor}] holds key times out of range (> {MAX_MAGNITUDE:g})")
     if len(times) > 1 and not np.all(np.diff(times) > 0):
         k = int(np.argmax(np.diff(times) <= 0))
         raise doc.error(where, f"key times not strictly increasing (key {k + 1}: {times[k + 1]} after {times[k]})")
@@ -117,6 +120,8 @@ def _key_values(doc, sampler: dict, sw: str, path: str, interpolation: str, key_
         raise doc.error(f"{sw}.output", f"accessors[{accessor}] must be VEC{width} for {path}, got {values.shape[1:]}")
     if not np.all(np.isfinite(values)):
         raise doc.error(f"{sw}.output", f"accessors[{accessor}] holds non-finite values")
+    if too_large(values).any():
+        raise doc.error(f"{sw}.output", f"accessors[{accessor}] holds values out of range (> {MAX_MAGNITUDE:g})")
     per_key = 3 if interpolation == "CUBICSPLINE" else 1
     if len(values) != per_key * key_count:
         raise doc.error(

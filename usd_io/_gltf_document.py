@@ -20,6 +20,7 @@ from urllib.parse import unquote
 
 import numpy as np
 
+from ._limits import MAX_MAGNITUDE, too_large
 from .errors import InputError
 
 __all__ = ["GltfDocument", "GltfWarning"]
@@ -160,6 +161,8 @@ class GltfDocument:
         out = np.array(value, dtype=np.float64)
         if not np.all(np.isfinite(out)):
             raise self.error(f"{where}.{key}", f"non-finite value in {_short(value)}")
+        if too_large(out).any():
+            raise self.error(f"{where}.{key}", f"value out of range (> {MAX_MAGNITUDE:g}) in {_short(value)}")
         return out
 
     def get_index_list(self, obj: dict, key: str, where: str, table: str, default: Any = _MISSING) -> list[int]:

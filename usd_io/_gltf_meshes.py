@@ -14,6 +14,7 @@ import numpy as np
 
 from ._gltf_accessors import read_accessor
 from ._gltf_document import GltfDocument
+from ._limits import MAX_MAGNITUDE, too_large
 
 __all__ = ["MeshData", "read_mesh"]
 
@@ -100,6 +101,10 @@ def _float_attribute(doc, attributes: dict, name: str, where: str, width: int, c
         raise doc.error(f"{where}.attributes.{name}", f"accessors[{acc}] has {len(values)} elements, POSITION {count}")
     if not np.all(np.isfinite(values)):
         raise doc.error(f"{where}.attributes.{name}", f"accessors[{acc}] holds non-finite values")
+    if too_large(values).any():
+        raise doc.error(
+            f"{where}.attributes.{name}", f"accessors[{acc}] holds values out of range (> {MAX_MAGNITUDE:g})"
+        )
     return values
 
 

@@ -29,6 +29,7 @@ from sim.rotations import quat_conjugate, quat_multiply, quat_rotate
 from ._gltf_accessors import read_accessor
 from ._gltf_document import GltfDocument
 from ._gltf_nodes import NodeTree, rigid_frames
+from ._limits import MAX_MAGNITUDE, too_large
 
 __all__ = ["Y_UP_TO_Z_UP", "Skeleton", "build_skeleton", "unique_names"]
 
@@ -161,6 +162,10 @@ def inverse_bind_matrices(
                 )
             if not np.all(np.isfinite(ibm)):
                 raise doc.error(f"{where}.inverseBindMatrices", f"accessors[{acc}] holds non-finite values")
+            if too_large(ibm).any():
+                raise doc.error(
+                    f"{where}.inverseBindMatrices", f"accessors[{acc}] holds values out of range (> {MAX_MAGNITUDE:g})"
+                )
         for k, n in enumerate(joints):
             j = index[n]
             scaled = np.diag([skeleton.scales[j]] * 3 + [1.0]) @ ibm[k] @ c_inv

@@ -23,6 +23,7 @@ import numpy as np
 from sim import Motion, Rig, RigError, SkinnedMesh
 from sim.rotations import axis_angle_to_quat, matrix_to_quat, quat_multiply, quat_rotate, transform_matrix
 
+from ._limits import MAX_MAGNITUDE, too_large
 from ._usd_names import unique_identifiers
 from .asset import Asset
 from .errors import InputError
@@ -249,6 +250,8 @@ class _Skeleton:
                 raise InputError(path, f"{where}.{field}", f"{len(value)} matrices for {count} joints")
             if value is not None and not np.all(np.isfinite(value)):
                 raise InputError(path, f"{where}.{field}", "non-finite matrix entries")
+            if value is not None and too_large(value).any():
+                raise InputError(path, f"{where}.{field}", f"matrix entries out of range (> {MAX_MAGNITUDE:g})")
         rest_field = f"{where}.restTransforms"
         if rest is None:  # rest pose = bind pose, relative to the parent
             rest_field = f"{where}.bindTransforms"
@@ -275,7 +278,13 @@ class _Skeleton:
         if bind is None:
             self.inverse_bind = None  # the rig derives it from the (converted) rest pose
         else:
-            self.inverse_bind = np.linalg.inv(conversion.world_matrices(bind))
+            world = conversion.world_matrices(bind)
+            dets = np.linalg.det(world[:, :3, :3])
+            if not np.all(np.abs(dets) > 1e-12):
+                j = int(np.argmax(~(np.abs(dets) > 1e-12)))
+                joint = tokens[j - self.offset] if j >= self.offset else names[j]
+                raise InputError(path, f"{where}.bindTransforms", f"joint {joint!r}: the matrix is singular")
+            self.inverse_bind = np.linalg.inv(world)
         self.where = where
 
 
@@ -311,6 +320,9 @@ def _read_mesh(skinning_query, skeleton: _Skeleton, conversion: _Conversion, pat
     points = _np(points).reshape(-1, 3)
     if not np.all(np.isfinite(points)):
         raise InputError(path, f"{where}.points", f"non-finite point {int(np.argmax(~np.isfinite(points).all(1)))}")
+    if too_large(points).any():
+        bad = int(np.argmax(too_large(points).any(1)))
+        raise InputError(path, f"{where}.points", f"point {bad} out of range (> {MAX_MAGNITUDE:g})")
     v = len(points)
     counts = _np(_authored(mesh.GetFaceVertexCountsAttr()) or [], np.int64)
     indices = _np(_authored(mesh.GetFaceVertexIndicesAttr()) or [], np.int64)
@@ -319,19 +331,31 @@ def _read_mesh(skinning_query, skeleton: _Skeleton, conversion: _Conversion, pat
     left = mesh.GetOrientationAttr().Get() == UsdGeom.Tokens.leftHanded
     triangles = _triangulate(counts, indices, path, where, left)
 
+    primvars = {
+        "jointIndices": skinning_query.GetJointIndicesPrimvar(),
+        "jointWeights": skinning_query.GetJointWeightsPrimvar(),
+    }
+    for name, primvar in primvars.items():  # Pixar's query fails a C++ verification on a missing one
+        if not primvar or not primvar.HasAuthoredValue():
+            other = next(n for n in primvars if n != name)
+            raise InputError(path, f"{where}.primvars:skel:{name}", f"not authored ({other} is)")
     influences = skinning_query.ComputeJointInfluences(Usd.TimeCode.Default())
     if influences is None:
         influences = skinning_query.ComputeJointInfluences(Usd.TimeCode.EarliestTime())
     if influences is None:
-        sizes = []
-        for name, primvar in (
-            ("jointIndices", skinning_query.GetJointIndicesPrimvar()),
-            ("jointWeights", skinning_query.GetJointWeightsPrimvar()),
-        ):
-            value = primvar.ComputeFlattened() if primvar else None
-            sizes.append(f"{name} has {0 if value is None else len(value)} values")
+        described = []
+        for name, primvar in primvars.items():
+            value = primvar.ComputeFlattened()
+            described.append(
+                f"{name}: {0 if value is None else len(value)} values, {primvar.GetInterpolation()} interpolation,"
+                f" elementSize {primvar.GetElementSize()}"
+            )
         raise InputError(
-            path, f"{where}.primvars:skel:jointWeights", f"inconsistent joint influences ({', '.join(sizes)})"
+            path,
+            f"{where}.primvars:skel:jointWeights",
+            f"jointIndices and jointWeights disagree ({'; '.join(described)}): both need the same interpolation and"
+            f" elementSize, with elementSize values per point ({v} points) for vertex interpolation, or elementSize"
+            " values for constant",
         )
     joint_ids, weights = _np(influences[0], np.int64), _np(influences[1])
     k = int(skinning_query.GetNumInfluencesPerComponent())
@@ -424,6 +448,17 @@ def _read_animation(
     anim = UsdSkel.Animation(anim_prim)
     where = str(anim_prim.GetPath())
     tokens = [str(t) for t in (anim.GetJointsAttr().Get() or [])]
+    if len(set(tokens)) != len(tokens):
+        dup = next(t for t in tokens if tokens.count(t) > 1)
+        raise InputError(path, f"{where}.joints", f"joint {dup!r} is listed twice")
+    unknown = [t for t in tokens if t not in skeleton.index]
+    if unknown:
+        warnings.warn(
+            f"{path}: {where}.joints: {len(unknown)} joint(s) not in {skeleton.where} ignored:"
+            f" {', '.join(map(repr, unknown[:5]))}{' ...' if len(unknown) > 5 else ''}",
+            UsdSkelWarning,
+            3,
+        )
     targets = [(i, skeleton.index[t] + skeleton.offset) for i, t in enumerate(tokens) if t in skeleton.index]
     attrs = {"translations": anim.GetTranslationsAttr(), "rotations": anim.GetRotationsAttr()}
     scales_attr = anim.GetScalesAttr()
@@ -440,6 +475,8 @@ def _read_animation(
             2,
         )
     tcps = stage.GetTimeCodesPerSecond()
+    if not np.isfinite(tcps) or tcps <= 0:
+        raise InputError(path, "timeCodesPerSecond", f"must be positive, got {tcps}")
     start = stage.GetStartTimeCode()
     if not codes:
         codes = [start]
@@ -458,8 +495,16 @@ def _read_animation(
                 raise InputError(path, f"{where}.{key}", f"{len(value)} values for {len(tokens)} joints at time {code}")
             if not np.all(np.isfinite(value)):
                 raise InputError(path, f"{where}.{key}", f"non-finite value at time {code}")
+            if too_large(value).any():
+                raise InputError(path, f"{where}.{key}", f"value out of range (> {MAX_MAGNITUDE:g}) at time {code}")
             out[f, dst] = value[src]
     if scales_attr and scales_attr.HasAuthoredValue():
+        for code in codes:
+            value = _np(scales_attr.Get(code)).reshape(-1, 3)
+            if len(value) != len(tokens):
+                raise InputError(
+                    path, f"{where}.scales", f"{len(value)} values for {len(tokens)} joints at time {code}"
+                )
         worst = max(float(np.abs(_np(scales_attr.Get(c)) - 1.0).max(initial=0.0)) for c in codes)
         if worst > ANIMATION_SCALE_TOLERANCE:
             warnings.warn(f"{path}: {where}.scales: joint scales (up to {worst:.3g} off 1) ignored", UsdSkelWarning, 2)
@@ -491,6 +536,26 @@ def _read_animation(
         return Motion(fps, trans[:, 0], rot, trans if animated_t else None, times=times, name=name)
     except RigError as e:
         raise InputError(path, where, str(e)) from None
+
+
+def _warn_unresolved_bindings(root_prim, predicate, path: Path) -> None:
+    """Warns about meshes whose ``skel:skeleton`` targets no Skeleton (Pixar skips them: they are not imported)."""
+    from pxr import Usd, UsdGeom, UsdSkel
+
+    stage = root_prim.GetStage()
+    for prim in Usd.PrimRange(root_prim, predicate):
+        if not prim.IsA(UsdGeom.Mesh) or not prim.HasAPI(UsdSkel.BindingAPI):
+            continue
+        rel = UsdSkel.BindingAPI(prim).GetSkeletonRel()
+        targets = rel.GetTargets() if rel else []
+        bad = [t for t in targets if not (stage.GetPrimAtPath(t) and stage.GetPrimAtPath(t).IsA(UsdSkel.Skeleton))]
+        if bad:
+            warnings.warn(
+                f"{path}: {prim.GetPath()}.skel:skeleton: targets {', '.join(map(str, bad))}, which is no Skeleton:"
+                " the mesh is not imported",
+                UsdSkelWarning,
+                3,
+            )
 
 
 def read_usdskel(path: str | Path, *, skeleton: str | None = None) -> Asset:
@@ -560,6 +625,8 @@ def read_usdskel(path: str | Path, *, skeleton: str | None = None) -> Asset:
             mesh = _read_mesh(query, skel, conversion, path)
             if mesh is not None:
                 meshes.append(mesh)
+
+    _warn_unresolved_bindings(root_prim, predicate, path)
 
     rig_name = root_prim.GetDisplayName() or root_prim.GetName()
     try:

@@ -123,8 +123,18 @@ class AuditConfig:
                 value = getattr(sub, f.name)
                 if isinstance(value, float) and not math.isfinite(value):
                     raise ValueError(f"AuditConfig.{part}.{f.name}: must be a finite number, got {value}")
-        c = self.contact
-        for name in ("contact_height_rel", "skate_speed_rel"):
-            if not getattr(c, name) > 0:
-                raise ValueError(f"AuditConfig.contact.{name}: must be > 0, got {getattr(c, name)}")
+        c, si = self.contact, self.self_intersection
+        for part, sub, names, strict in (
+            ("contact", c, ("contact_height_rel", "skate_speed_rel", "max_flight_time_s", "hover_time_s"), True),
+            ("contact", c, ("in_place_rel",), False),
+            ("self_intersection", si, ("inside_offset_rel", "max_depth_rel"), True),
+            ("self_intersection", si, ("rest_clearance_rel", "weld_tolerance_rel"), False),
+        ):
+            for name in names:
+                value = getattr(sub, name)
+                if not (value > 0 if strict else value >= 0):
+                    raise ValueError(f"AuditConfig.{part}.{name}: must be {'> 0' if strict else '>= 0'}, got {value}")
+        if isinstance(si.ring_count, bool) or not isinstance(si.ring_count, int) or si.ring_count < 0:
+            count = si.ring_count
+            raise ValueError(f"AuditConfig.self_intersection.ring_count: must be an integer >= 0, got {count!r}")
         return self

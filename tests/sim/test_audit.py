@@ -142,6 +142,27 @@ def test_unusable_threshold_is_refused(biped, field, value):
         audit_motion(rig, walk, cfg)
 
 
+@pytest.mark.parametrize(
+    ("part", "field", "value"),
+    [("contact", "max_flight_time_s", -1.0), ("contact", "hover_time_s", 0.0), ("contact", "in_place_rel", -0.1),
+     ("self_intersection", "ring_count", -2), ("self_intersection", "ring_count", 1.5),
+     ("self_intersection", "max_depth_rel", -1.0), ("self_intersection", "rest_clearance_rel", -0.01)],
+)  # fmt: skip
+def test_unusable_nested_threshold_is_refused(biped, part, field, value):
+    """A negative ring count or flight time silently changed the verdicts (ring_count -2 reported a 29 m
+    contour on the Fox Walk instead of 6 m); they are refused naming the field."""
+    import dataclasses
+
+    from sim.contact_metrics import ContactConfig
+    from sim.mesh_intersection import SelfIntersectionConfig
+
+    rig, walk = biped
+    sub = {"contact": ContactConfig, "self_intersection": SelfIntersectionConfig}[part]()
+    cfg = AuditConfig(**{part: dataclasses.replace(sub, **{field: value})})
+    with pytest.raises(ValueError, match=rf"AuditConfig\.{part}\.{field}: must be"):
+        audit_motion(rig, walk, cfg)
+
+
 def test_configs_and_limits_of_same_named_classes_are_refused_naming_the_argument(biped):
     """sim.physics.ContactConfig and posespace.JointLimits share names with the audit's classes: passing them failed
     deep inside with AttributeError ('contact_height_rel', 'lower')."""

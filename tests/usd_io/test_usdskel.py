@@ -655,8 +655,15 @@ def test_nan_weights(tmp_path, rig, clips):
         ("no_transforms", "/Root/Skeleton.restTransforms", "neither restTransforms nor bindTransforms"),
         ("bind_count", "/Root/Skeleton.bindTransforms", "1 matrices for 2 joints"),
         ("scaled_rest", "/Root/Skeleton.restTransforms", "not rigid"),
-        ("weight_count", "/test_rig/body.primvars:skel:jointWeights", "inconsistent joint influences"),
+        ("weight_count", "/test_rig/body.primvars:skel:jointWeights", "jointIndices and jointWeights disagree"),
+        ("weight_element_size", "/test_rig/body.primvars:skel:jointWeights", "elementSize 3; jointWeights"),
+        ("no_weights", "/test_rig/body.primvars:skel:jointWeights", "not authored (jointIndices is)"),
+        ("singular_bind", "/Root/Skeleton.bindTransforms", "joint 'a/b': the matrix is singular"),
+        ("time_codes_per_second", "timeCodesPerSecond", "must be positive, got 0.0"),
         ("anim_count", "/test_rig/Animations/idle.translations", "values for 6 joints"),
+        ("anim_scales_count", "/test_rig/Animations/idle.scales", "3 values for 6 joints"),
+        ("anim_joint_twice", "/test_rig/Animations/idle.joints", "is listed twice"),
+        ("huge_point", "/test_rig/body.points", "point 3 out of range (> 1e+15)"),
         ("bad_skeleton_arg", "/Root/Nope", "no Skeleton prim"),
     ],
 )
@@ -682,15 +689,42 @@ def test_malformed_input(tmp_path, rig, clips, case, field, problem):
         attr = UsdSkel.Skeleton(stage.GetPrimAtPath("/Root/Skeleton")).GetRestTransformsAttr()
         attr.Set(Vt.Matrix4dArray([Gf.Matrix4d(1.0), Gf.Matrix4d(1.0).SetScale(Gf.Vec3d(1, 2, 1))]))
         stage.Save()
-    elif case in ("weight_count", "anim_count"):
+    elif case == "singular_bind":
+        stage = _skeleton_stage(path, ["a", "a/b"], rest=2)
+        singular = Gf.Matrix4d(1.0).SetScale(Gf.Vec3d(1, 0, 1))
+        UsdSkel.Skeleton(stage.GetPrimAtPath("/Root/Skeleton")).CreateBindTransformsAttr(
+            Vt.Matrix4dArray([Gf.Matrix4d(1.0), singular])
+        )
+        stage.Save()
+    elif case in (
+        "weight_count", "weight_element_size", "no_weights", "time_codes_per_second", "anim_count",
+        "anim_scales_count", "anim_joint_twice", "huge_point",
+    ):  # fmt: skip
         write_usdskel(path, rig, clips, bound_clip=1)
         stage = Usd.Stage.Open(str(path))
+        binding = UsdSkel.BindingAPI(stage.GetPrimAtPath("/test_rig/body"))
+        anim = UsdSkel.Animation(stage.GetPrimAtPath("/test_rig/Animations/idle"))
         if case == "weight_count":
-            primvar = UsdSkel.BindingAPI(stage.GetPrimAtPath("/test_rig/body")).GetJointWeightsPrimvar()
+            primvar = binding.GetJointWeightsPrimvar()
             primvar.Set(Vt.FloatArray(list(primvar.Get())[:-4]))
+        elif case == "weight_element_size":
+            binding.GetJointIndicesPrimvar().SetElementSize(3)
+        elif case == "no_weights":
+            binding.GetJointWeightsPrimvar().GetAttr().Clear()
+        elif case == "time_codes_per_second":
+            stage.SetTimeCodesPerSecond(0.0)
+        elif case == "anim_count":
+            anim.GetTranslationsAttr().Set(Vt.Vec3fArray([Gf.Vec3f(0.0)] * 3), 0.0)
+        elif case == "huge_point":
+            points = UsdGeom.Mesh(stage.GetPrimAtPath("/test_rig/body")).GetPointsAttr()
+            value = np.array(points.Get())
+            value[3, 1] = 1e30  # float32 holds it; squares of it do not
+            points.Set(Vt.Vec3fArray(value.tolist()))
+        elif case == "anim_scales_count":
+            anim.GetScalesAttr().Set(Vt.Vec3hArray([Gf.Vec3h(1.0)] * 3), 0.0)
         else:
-            attr = UsdSkel.Animation(stage.GetPrimAtPath("/test_rig/Animations/idle")).GetTranslationsAttr()
-            attr.Set(Vt.Vec3fArray([Gf.Vec3f(0.0)] * 3), 0.0)
+            joints = list(anim.GetJointsAttr().Get())
+            anim.GetJointsAttr().Set(joints[:-1] + joints[:1])
         stage.Save()
     elif case == "bad_skeleton_arg":
         _skeleton_stage(path, ["a"], bind=1)
@@ -701,6 +735,30 @@ def test_malformed_input(tmp_path, rig, clips, case, field, problem):
     assert err.value.field == field
     assert problem in err.value.problem
     assert str(err.value).startswith(f"{path}: {field}: ")
+
+
+def test_ignored_bindings_and_animation_joints_warn(tmp_path, rig, clips):
+    """What Pixar's UsdSkel silently skips is named: a mesh whose skel:skeleton targets no Skeleton (not
+    imported), and animation joints the Skeleton does not have (ignored)."""
+    path = tmp_path / "skips.usda"
+    write_usdskel(path, rig, clips[:1])
+    stage = Usd.Stage.Open(str(path))
+    UsdSkel.BindingAPI(stage.GetPrimAtPath("/test_rig/body")).GetSkeletonRel().SetTargets(["/test_rig/Nope"])
+    stage.Save()
+    with pytest.warns(UsdSkelWarning, match=r"skips\.usda: /test_rig/body\.skel:skeleton: targets /test_rig/Nope"):
+        asset = read_usdskel(path)
+    assert [m.name for m in asset.rig.meshes] == ["arm box.001"]
+
+    path = tmp_path / "extra_joint.usda"
+    stage = _skeleton_stage(path, ["a"], bind=1, rest=1)
+    anim = UsdSkel.Animation.Define(stage, "/Root/Anim")
+    anim.CreateJointsAttr(["a", "a/zz"])
+    anim.CreateTranslationsAttr().Set(Vt.Vec3fArray([Gf.Vec3f(0.0)] * 2))
+    anim.CreateRotationsAttr().Set(Vt.QuatfArray([Gf.Quatf(1.0)] * 2))
+    anim.CreateScalesAttr().Set(Vt.Vec3hArray([Gf.Vec3h(1.0)] * 2))
+    stage.Save()
+    with pytest.warns(UsdSkelWarning, match=r"/Root/Anim\.joints: 1 joint\(s\) not in /Root/Skeleton ignored: 'a/zz'"):
+        read_usdskel(path)
 
 
 def test_animation_scales_are_checked(tmp_path, rig, clips):
