@@ -255,7 +255,8 @@ class _HierarchyParser:
         if tok is None:
             raise self.error(None, "empty file (expected 'HIERARCHY')")
         if tok.upper() != "HIERARCHY":
-            raise self.error(line, f"expected 'HIERARCHY' at the start of the file, got {tok!r}")
+            shown = repr(tok) if len(tok) <= 40 else f"{tok[:40]!r} ... ({len(tok)} characters: not a BVH text file?)"
+            raise self.error(line, f"expected 'HIERARCHY' at the start of the file, got {shown}")
         joints: list[_Joint] = []
         stack: list[int] = []
         names: dict[str, int] = {}

@@ -15,6 +15,10 @@ __all__ = ["NodeTree", "read_nodes", "trs_matrices"]
 UNIFORM_SCALE_TOLERANCE = 1e-5
 """Relative spread of scale factors (or deviation of a matrix from a scaled rotation) still taken as uniform."""
 
+SCALE_RANGE = (1e-6, 1e6)
+"""Uniform node scales accepted at or above joints (a centimetre or millimetre file scales by 0.01 or 0.001; a
+scale of 1e-300 made a skeleton of zero size)."""
+
 
 @dataclass
 class NodeTree:
@@ -115,7 +119,7 @@ class NodeTree:
             field, shown = f"nodes[{node}].matrix", np.round(np.linalg.svd(m, compute_uv=False), 6).tolist()
         else:
             v = self.scales[node]
-            s = float(np.cbrt(np.prod(v))) if np.all(v > 0) else 0.0
+            s = float(np.exp(np.log(v).mean())) if np.all(v > 0) else 0.0  # no underflow of the product
             ok = s > 0 and np.abs(v - s).max() <= UNIFORM_SCALE_TOLERANCE * s
             field, shown = f"nodes[{node}].scale", v.tolist()
         if not ok:
@@ -123,6 +127,10 @@ class NodeTree:
                 field,
                 f"{self.label(node)} has scale {shown}: only uniform positive scale is supported at or above "
                 "skeleton joints",
+            )
+        if not SCALE_RANGE[0] <= s <= SCALE_RANGE[1]:
+            raise doc.error(
+                field, f"{self.label(node)} has scale {s:g}: outside [{SCALE_RANGE[0]:g}, {SCALE_RANGE[1]:g}]"
             )
         return float(s)
 

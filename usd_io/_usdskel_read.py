@@ -15,6 +15,7 @@ USD matrices act on row vectors; we transpose them to our column-vector conventi
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -132,14 +133,23 @@ def _rigid(matrix: np.ndarray, path: Path, field: str, joint: str) -> tuple[np.n
     return matrix[:3, 3].copy(), matrix_to_quat(rot)
 
 
+def _tf_reason(error: Exception, limit: int = 300) -> str:
+    """The messages of a ``Tf.ErrorException`` without its C++ locations (``Error in 'f' at line n in file x : 'm'``)
+    and the generic 'Failed to open layer'; a parser's template names are cut to where it failed."""
+    detail = " ".join(str(error).split())
+    messages = re.findall(r"in file \S+ : '(.*?)'(?= Error in |$)", detail)
+    messages = [m for m in messages if not m.startswith("Failed to open layer")] or [detail]
+    text = " / ".join(re.sub(r"parse error matching .*?> at '", "parse error at '", m) for m in messages)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _open_stage(path: Path):
     from pxr import Tf, Usd
 
     try:
         stage = Usd.Stage.Open(str(path), Usd.Stage.LoadAll)
     except Tf.ErrorException as e:
-        detail = " ".join(str(e).split())
-        raise InputError(path, "file", f"cannot open as a USD stage ({detail[-300:]})") from None
+        raise InputError(path, "file", f"cannot open as a USD stage ({_tf_reason(e)})") from None
     if stage is None:
         raise InputError(path, "file", "cannot open as a USD stage")
     return stage

@@ -72,6 +72,8 @@ def load_asset(source: str | Path, *, skeleton: str | None = None, **options) ->
             raise InputError(text, "name", str(e.args[0])) from None
         return Asset(rig, clips, text, 1.0)
     path = Path(source)
+    if path.is_dir():
+        raise InputError(path, "path", "is a folder, not a file")
     if not path.is_file():
         raise InputError(path, "path", "no such file")
     suffix = path.suffix.lower()

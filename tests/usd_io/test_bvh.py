@@ -348,6 +348,7 @@ MALFORMED = [
     ("value_not_numeric", lambda t: t.replace("4 5 7", "4 abc 7"), "MOTION line 25",
      "value 11 ('abc') is not a number"),
     ("value_nan", lambda t: t.replace("4 5 7", "4 NaN 7"), "MOTION line 25", "value 11 ('NaN') is not finite"),
+    ("binary", lambda t: "\x00\xff\xfe" * 100, "HIERARCHY line 1", "... (300 characters: not a BVH text file?)"),
     ("value_huge", lambda t: t.replace("4 5 7", "4 1e308 7"), "MOTION line 25",
      "value 11 ('1e308') out of range (> 1e+15)"),
     ("offset_huge", lambda t: t.replace("OFFSET 1 -1 0", "OFFSET 1 -1e300 0"), "HIERARCHY line 8", "out of range"),

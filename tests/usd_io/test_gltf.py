@@ -584,6 +584,7 @@ BAD_FILES = {
         "'arm' has scale",
     ),
     "mirroring scale": (_mutate(_edit("nodes.1.scale", [-1, -1, -1])), "nodes[1].scale", "uniform positive"),
+    "tiny scale": (_mutate(_edit("nodes.0.scale", [1e-300] * 3)), "nodes[0].scale", "scale 1e-300: outside [1e-06"),
     "huge translation": (_mutate(_edit("nodes.1.translation", [1e300, 1, 0])), "nodes[1].translation", "out of range"),
     "disjoint joint trees": (_mutate(_disjoint), "skins[0].joints", "2 separate trees"),
     "joint index beyond skin": (_mutate(_edit("skins.0.joints", [1])), "nodes[2]", "weighted to joint 1 but"),

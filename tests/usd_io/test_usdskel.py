@@ -864,6 +864,21 @@ def test_skeleton_choice_is_for_usd_files_only(tmp_path):
 def test_missing_file_through_dispatcher(tmp_path):
     with pytest.raises(InputError, match="no such file"):
         load_asset(tmp_path / "missing.usda")
+    (tmp_path / "folder.usda").mkdir()
+    with pytest.raises(InputError, match=r"folder\.usda: path: is a folder, not a file"):
+        load_asset(tmp_path / "folder.usda")
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"), [("", "is not a valid usda layer"), ("#usda 1.0\n(\n", "broken.usda:3:1: Expected )")]
+)
+def test_unopenable_stage_names_the_reason_not_cpp_locations(tmp_path, text, reason):
+    path = tmp_path / "broken.usda"
+    path.write_text(text)
+    with pytest.raises(InputError) as err:
+        read_usdskel(path)
+    assert err.value.field == "file" and reason in err.value.problem
+    assert "in file" not in err.value.problem and "Failed to open layer" not in err.value.problem
 
 
 @pytest.mark.parametrize("step", [1, 3])
