@@ -12,7 +12,9 @@ What comes in (see :mod:`usd_io._gltf_skeleton` for the frame algebra):
   ancestor-or-self, points moved to that joint's bind pose); other unskinned meshes are skipped with a warning.
 * clips: every animation, in file order, named by its ``name`` (``animation_<i>`` when unnamed, repeats made
   unique). A clip's samples are the union of its channels' key times, each channel evaluated with its own
-  interpolation (keys keep their times; no resampling). Unanimated joints hold their rest values. Animated
+  interpolation (keys keep their times; no resampling), plus, for clips with CUBICSPLINE joint channels, evenly
+  spaced samples at >= 30 per second inside key gaps longer than 1.5 frames of that (a Motion interpolates
+  linearly between samples, which would flatten a sparse spline). Unanimated joints hold their rest values. Animated
   non-joint ancestors are folded into the root channels. Joint translations go to ``Motion.translations`` only
   when some non-root joint moves away from its rest translation. Scale channels are honoured only when they hold
   the rest scale (a no-op); any other scale animation is ignored with a warning, as are morph ``weights``
@@ -22,6 +24,7 @@ What comes in (see :mod:`usd_io._gltf_skeleton` for the frame algebra):
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import struct
 from pathlib import Path
 
@@ -39,6 +42,9 @@ from .asset import Asset
 from .errors import InputError
 
 __all__ = ["GltfWarning", "read_gltf"]
+
+CUBIC_SAMPLE_FPS = 30.0
+"""Clips with CUBICSPLINE joint channels are sampled at least this often between sparse keys [1/s]."""
 
 TRANSLATION_TOLERANCE = 1e-6
 """Relative (to the longest bone) change of a non-root joint's translation that makes a clip carry translations."""
@@ -200,6 +206,10 @@ def _clip(
     """An animation's channels sampled at the union of their key times, as a Motion of ``rig``."""
     times = np.unique(np.concatenate([c.times for c in channels])) if channels else np.zeros(1)
     pose = {n: k for k, n in enumerate(skeleton.pose_nodes)}
+    if any(
+        c.interpolation == "CUBICSPLINE" and c.node in pose and c.path in ("translation", "rotation") for c in channels
+    ):
+        times = _densified(times)
     t = np.broadcast_to(tree.translations[skeleton.pose_nodes], (len(times), len(pose), 3)).copy()
     q = np.broadcast_to(tree.rotations[skeleton.pose_nodes], (len(times), len(pose), 4)).copy()
     rigid_paths = _rigid_mesh_paths(doc, tree, skeleton, mesh_nodes)
@@ -232,6 +242,19 @@ def _clip(
     bone = max(float(rig.bone_lengths().max()), 1e-12)
     translations = trans if moved > TRANSLATION_TOLERANCE * bone else None
     return Motion(nominal_fps(times), trans[:, 0], rot, translations, times=times, name=name)
+
+
+def _densified(times: np.ndarray) -> np.ndarray:
+    """Key times with every gap longer than ``1.5 / CUBIC_SAMPLE_FPS`` split evenly into steps of at most
+    ``1 / CUBIC_SAMPLE_FPS``: between keys a Motion interpolates linearly (slerp), which would flatten a sparse
+    CUBICSPLINE curve (keys a frame apart are kept as they are)."""
+    out = [times[:1]]
+    for a, b in itertools.pairwise(times):
+        n = int(np.ceil((b - a) * CUBIC_SAMPLE_FPS - 1e-9)) if (b - a) * CUBIC_SAMPLE_FPS > 1.5 else 1
+        out.append(a + (b - a) * np.arange(1, n + 1) / n)
+    out = np.concatenate(out)
+    out[-1] = times[-1]
+    return out
 
 
 def _check_scale_channel(doc: GltfDocument, tree: NodeTree, channel: Channel) -> None:
