@@ -5,6 +5,8 @@
 #
 # Writes OUTPUT atomically and, unless --no-audit, OUTPUT.audit/CLIP/ for every written clip; an earlier run's
 # OUTPUT.audit is removed first (also with --no-audit), and an interrupted audit is removed, never left half-written.
+# Every clip is audited before the stage is written: a clip the audit cannot measure (e.g. a skeleton with no extent)
+# is refused with nothing written (--no-audit converts it anyway); a failure writing the audit removes the stage.
 # Exit status: 0 on success, 2 on bad input (one-line error naming the file and the problem; nothing written),
 # 130 interrupted by Ctrl-C, 143 stopped by SIGTERM (kill, docker stop: handled as Ctrl-C is); one line names what
 # was written.
@@ -20,6 +22,7 @@ from pathlib import Path
 import tyro
 
 from sim import RigError
+from sim.audit import audit_motion
 from usd_io import (
     InputError,
     audit_folder_name,
@@ -29,6 +32,8 @@ from usd_io import (
     write_audit,
     write_usdskel,
 )
+
+USD_SUFFIXES = (".usda", ".usdc", ".usd")
 
 
 @dataclass
@@ -49,6 +54,44 @@ class ConvertConfig:
     timeline.png and worst_frame.png (see examples/audit.py)."""
 
 
+def _check_output(cfg: ConvertConfig, audit_root: Path) -> None:
+    """Fails before the input loads when OUTPUT (or OUTPUT.audit) cannot be written; creates nothing."""
+    output = cfg.output
+    if output.suffix.lower() not in USD_SUFFIXES:  # USD picks the file format from the extension
+        raise InputError(
+            output, "--output", f"a USD stage must end in {', '.join(USD_SUFFIXES)}, not {output.suffix!r}"
+        )
+    try:
+        if output.is_dir():
+            raise InputError(output, "output", "is a folder, not a file")
+        for parent in output.parents:
+            if parent.exists() and not parent.is_dir():
+                raise InputError(output.parent, "output", f"cannot create the folder: {parent} is a file")
+        if cfg.audit and audit_root.exists() and not audit_root.is_dir():
+            raise InputError(audit_root, "output", "the audit folder is a file (or pass --no-audit)")
+    except OSError as e:  # a parent that cannot be entered (Path.is_dir/exists re-raise EACCES)
+        raise InputError(output, "output", f"cannot reach it ({e.strerror or e})") from e
+
+
+def _audit_reports(cfg: ConvertConfig, rig, clips) -> list:
+    """Every clip's audit report, computed before anything is written: InputError naming the input and the clip
+    when the audit cannot measure a clip (e.g. a rig whose bind pose has no extent)."""
+    reports = []
+    for motion in clips:
+        try:
+            reports.append(audit_motion(rig, motion, source=f"{cfg.input}#{motion.name}"))
+        except (RigError, ValueError) as e:
+            raise InputError(cfg.input, f"clip {motion.name!r}", f"cannot be audited: {e} (or pass --no-audit)") from e
+    return reports
+
+
+def _remove_outputs(cfg: ConvertConfig, audit_root: Path) -> None:
+    """Removes the stage and its (unfinished) audit after a failure to write the audit."""
+    cfg.output.unlink(missing_ok=True)
+    if audit_root.is_dir():
+        shutil.rmtree(audit_root)
+
+
 def main(cfg: ConvertConfig) -> int:
     options = {}
     if cfg.meters_per_unit is not None:
@@ -56,14 +99,18 @@ def main(cfg: ConvertConfig) -> int:
             print(f"error: {cfg.input}: --meters-per-unit applies to BVH input only", file=sys.stderr)
             return 2
         options["meters_per_unit"] = cfg.meters_per_unit
+    if not cfg.output.name:  # "", "." or "/": Path.with_name below would raise
+        print(f"error: --output {str(cfg.output)!r}: names no file; give the stage to write (e.g. out/character.usda)",
+              file=sys.stderr)  # fmt: skip
+        return 2
     audit_root = cfg.output.with_name(cfg.output.name + ".audit")
     written = False
     try:
         try:
-            if cfg.audit and audit_root.exists() and not audit_root.is_dir():  # fail before writing the stage
-                raise InputError(audit_root, "output", "the audit folder is a file (or pass --no-audit)")
+            _check_output(cfg, audit_root)  # fail before loading (and auditing), with nothing written
             asset = load_asset(cfg.input, skeleton=cfg.skeleton, **options)
             clips = [asset.clip(cfg.clip)] if cfg.clip is not None else list(asset.clips.values())
+            reports = _audit_reports(cfg, asset.rig, clips) if cfg.audit else []
             write_usdskel(cfg.output, asset.rig, clips)
             written = True
             # an earlier run's audit (other clips, or none wanted) would pass for this stage's
@@ -80,12 +127,13 @@ def main(cfg: ConvertConfig) -> int:
         listed = ", ".join(f"{c.name} ({c.frame_count} keys)" for c in clips) or "none"
         print(f"wrote {cfg.output}: rig {rig.name!r} ({rig.joint_count} joints, {vertices} vertices), clips: {listed}")
         if cfg.audit and clips:
-            for motion in clips:
+            for motion, report in zip(clips, reports, strict=True):
                 folder = audit_root / audit_folder_name(motion.name)
                 try:
-                    report = write_audit(folder, rig, motion, source=f"{cfg.input}#{motion.name}")
-                except InputError as e:  # e.g. OUTPUT.audit is a file
-                    print(f"error: {e}", file=sys.stderr)
+                    write_audit(folder, rig, motion, report=report)
+                except (InputError, RigError, ValueError) as e:  # e.g. no permission, a plot that cannot be drawn
+                    _remove_outputs(cfg, audit_root)
+                    print(f"error: {e} (audit of clip {motion.name!r}; {cfg.output} removed)", file=sys.stderr)
                     return 2
                 failed = ", ".join(c.name for c in report.failed_checks)
                 print(f"audit {motion.name}: {'failed ' + failed if failed else 'passed'}")

@@ -10,9 +10,10 @@
 #         --guidance cogvideox-2b --guidance-model /models/CogVideoX-2b --device cuda --output out/fox_jump
 #
 # Exit status: 0 on success; 2 on bad input (asset, clip, settings, device, missing model weights, a checkpoint
-# that cannot be continued or an earlier run's checkpoint in OUTPUT without --resume/--overwrite), with a one-line
-# error; 1 when a step's loss or gradient is not finite (the last checkpoint is kept); 130 on Ctrl-C, 143 on
-# SIGTERM (kill, docker stop, a Slurm time limit: handled as Ctrl-C is).
+# that cannot be continued, an earlier run's checkpoint in OUTPUT without --resume/--overwrite, an OUTPUT/audit that
+# cannot be written: all checked before the optimization; weights options given to tiny / oracle guidance, which
+# loads none), with a one-line error; 1 when a step's loss or gradient is not finite (the last checkpoint is kept);
+# 130 on Ctrl-C, 143 on SIGTERM (kill, docker stop, a Slurm time limit: handled as Ctrl-C is).
 """Distil a motion for a rigged character (glTF / USD / procedural) by video score distillation."""
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import torch  # noqa: E402
 import tyro  # noqa: E402
 
 from distill.devices import resolve_device  # noqa: E402
-from distill.guidance import GuidanceKind, GuidanceModelError  # noqa: E402
+from distill.guidance import MODEL_PRESETS, GuidanceKind, GuidanceModelError  # noqa: E402
 from distill.optimize import Distiller, ResumeError  # noqa: E402
 from distill.presets import preset  # noqa: E402
 from distill.trajectory import sample_clip  # noqa: E402
@@ -151,6 +152,32 @@ def _check_cli(cli: DistillCLI) -> None:
         raise ValueError("--guidance oracle needs --oracle-clip NAME")
     if cli.resume and cli.overwrite:
         raise ValueError("--resume and --overwrite: choose one (continue the checkpoint, or replace it)")
+    if cli.guidance not in MODEL_PRESETS:  # tiny, tiny-wan, oracle: built here, no weights to load
+        released = ", ".join(MODEL_PRESETS)
+        for flag, given in (
+            ("--guidance-model", cli.guidance_model is not None),
+            ("--guidance-dtype", cli.guidance_dtype != "auto"),
+            ("--guidance-allow-download", cli.guidance_allow_download),
+        ):
+            if given:
+                raise ValueError(f"{flag}: only a released model's weights are loaded (--guidance {released}), "
+                                 f"not {cli.guidance}'s")  # fmt: skip
+    if cli.guidance == "oracle" and cli.guidance_scale is not None:
+        raise ValueError("--guidance-scale: the oracle ignores the prompt, so it has no classifier-free guidance scale")
+
+
+def _check_audit_folder(cli: DistillCLI) -> None:
+    """InputError when OUTPUT/audit cannot take the audit (a file there, or a folder where one of its files goes):
+    found before the optimization, not after it. Creates nothing."""
+    audit_dir = cli.output / "audit"
+    try:
+        if audit_dir.exists() and not audit_dir.is_dir():
+            raise InputError(audit_dir, "output", "the audit folder is a file (or pass --no-audit)")
+        for name in AUDIT_FILES:
+            if (audit_dir / name).is_dir():
+                raise InputError(audit_dir / name, "output", "is a folder, not a file (or pass --no-audit)")
+    except OSError as e:  # a parent that cannot be entered (Path.exists re-raises EACCES)
+        raise InputError(audit_dir, "output", f"cannot reach the folder ({e.strerror or e})") from e
 
 
 def main(cli: DistillCLI) -> int:
@@ -169,6 +196,8 @@ def main(cli: DistillCLI) -> int:
         torch.set_num_threads(1)
     ckpt = cli.output / "checkpoint.pt"
     try:
+        if cli.audit:
+            _check_audit_folder(cli)
         asset = load_asset(cli.asset, skeleton=cli.skeleton)
         if not asset.rig.meshes:
             raise InputError(cli.asset, "meshes", "the character has no skinned mesh to render")
@@ -242,8 +271,11 @@ def _audit(cli: DistillCLI, asset, motion) -> int:
     try:
         remove_report()
         report = write_audit(audit_dir, asset.rig, motion, limits=limits, source=f"{cli.asset} (distilled)")
-    except InputError as e:  # e.g. OUTPUT/audit is a file
+    except InputError as e:  # e.g. no space left (OUTPUT/audit being a file is refused before the optimization)
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (RigError, ValueError) as e:  # a motion the audit cannot measure; the run's outputs are kept
+        print(f"error: {cli.asset}: audit: {e} (the distilled motion and the checkpoint are kept)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         remove_report()

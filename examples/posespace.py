@@ -51,7 +51,9 @@ from posespace import (  # noqa: E402
 )
 from posespace.training import DEFAULT_HELDOUT, DEFAULT_TRAIN_DATA  # noqa: E402
 from sim import Motion, RigError  # noqa: E402
+from sim.audit import audit_motion  # noqa: E402
 from usd_io import (  # noqa: E402
+    AUDIT_FILES,
     InputError,
     atomic_output,
     interrupt_exit_status,
@@ -131,7 +133,7 @@ class Interpolate:
     """Poses on the path, ends included."""
     audit: bool = True
     """Write the plausibility audit of the path next to the output (OUTPUT.audit/: report.json, timeline.png,
-    worst_frame.png)."""
+    worst_frame.png); an earlier run's audit there is removed, also with --no-audit."""
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     """Sampler settings."""
     threads: int = 1
@@ -172,6 +174,9 @@ Command = (
 USD_SUFFIXES = (".usda", ".usdc", ".usd")
 IK_WARN_ERROR = 0.01
 """ik warns when a handle stays farther than this fraction of the rig height from its target."""
+IK_MAX_HANDLE_HEIGHTS = 100.0
+"""ik refuses a --handles target farther than this many rig heights from the root (no pose comes near it, and the
+solver's float32 arithmetic overflows on far larger ones)."""
 
 
 def _save_config(cfg, path: Path) -> None:
@@ -179,10 +184,29 @@ def _save_config(cfg, path: Path) -> None:
         tmp.write_text(json.dumps(asdict(cfg), indent=2, default=str))
 
 
+def _beside(output: Path, suffix: str) -> Path:
+    """OUTPUT.config.json, OUTPUT.audit: written next to OUTPUT."""
+    return output.with_name(output.name + suffix)
+
+
+def _check_folder_can_be_made(folder: Path) -> None:
+    """InputError naming ``folder`` when it (or a parent) is a file; creates nothing (a run that fails later must
+    not leave an empty folder behind)."""
+    try:
+        for parent in [folder, *folder.parents]:
+            if parent.exists() and not parent.is_dir():
+                raise InputError(folder, "output", f"cannot create the folder: {parent} is a file")
+    except OSError as e:  # a parent that cannot be entered (Path.exists re-raises EACCES)
+        raise InputError(folder, "output", f"cannot reach the folder ({e.strerror or e})") from e
+
+
 def _check_output(cfg) -> None:
-    """Fails at once, before the model runs, when OUTPUT cannot be written (wrong extension, a folder that cannot
-    be made) or would overwrite the input rig."""
+    """Fails at once, before the model runs, when OUTPUT, OUTPUT.config.json or (interpolate) OUTPUT.audit/ cannot
+    be written (wrong extension, a folder that cannot be made, a folder where a file goes or a file where the
+    audit folder goes) or OUTPUT would overwrite the input rig."""
     out = Path(cfg.output)
+    if not out.name:  # "", "." or "/"
+        raise InputError(out, "--output", "names no file: give the stage to write (e.g. out/poses.usda)")
     if out.suffix.lower() not in USD_SUFFIXES:
         raise InputError(out, "--output", f"a USD stage must end in {', '.join(USD_SUFFIXES)}, not {out.suffix!r}")
     rig = Path(cfg.rig)
@@ -190,7 +214,17 @@ def _check_output(cfg) -> None:
         raise InputError(out, "--output", "is the input --rig: choose another file")
     if out.is_dir():
         raise InputError(out, "--output", "is a folder: give a file name")
-    make_folder(out.parent)
+    _check_folder_can_be_made(out.parent)
+    config = _beside(out, ".config.json")
+    if config.is_dir():
+        raise InputError(config, "output", "is a folder, not a file (the run's settings are written there)")
+    if getattr(cfg, "audit", False):
+        audit = _beside(out, ".audit")
+        if audit.exists() and not audit.is_dir():
+            raise InputError(audit, "output", "the audit folder is a file (or pass --no-audit)")
+        for name in AUDIT_FILES:
+            if (audit / name).is_dir():
+                raise InputError(audit / name, "output", "is a folder, not a file (or pass --no-audit)")
 
 
 def _frame_index(asset, motion, index: int) -> int:
@@ -252,6 +286,11 @@ def _parse_handles(cfg: Ik, rig) -> dict[str, np.ndarray]:
             handles[name] = np.empty(0)
         if handles[name].shape != (3,) or not np.isfinite(handles[name]).all():
             raise InputError(cfg.rig, f"--handles {h!r}", "expected JOINT=X,Y,Z with three finite numbers [m]")
+        distance, height = float(np.linalg.norm(handles[name] - rig.rest_translations[0])), rig.height()
+        if not distance <= IK_MAX_HANDLE_HEIGHTS * height:
+            raise InputError(cfg.rig, f"--handles {h!r}", f"{distance:.3g} m from the root, farther than "
+                             f"{IK_MAX_HANDLE_HEIGHTS:g} x the rig's height ({height:.3g} m): out of any reach "
+                             "(handles are in metres, relative to the rig's rest root position)")  # fmt: skip
     return handles
 
 
@@ -274,7 +313,15 @@ def run_ik(cfg: Ik) -> str:
         handles = _parse_handles(cfg, rig)
     space.validators(rig)  # the rig's one-time setup, outside the timing
     t0 = time.perf_counter()
-    motion = space.ik(rig, handles, seed=cfg.seed)
+    flag = "--handles" if cfg.handles else "--handles-from-frames"
+    try:
+        motion = space.ik(rig, handles, seed=cfg.seed)
+    except InputError:
+        raise
+    except (ValueError, FloatingPointError) as e:  # e.g. a solve gone non-finite: name the handles, not a quaternion
+        raise InputError(cfg.rig, flag, f"the IK solve for these handles failed ({e})") from e
+    if not (np.isfinite(motion.rotations).all() and np.isfinite(motion.root_translations).all()):
+        raise InputError(cfg.rig, flag, "the IK solve for these handles gave non-finite poses")
     seconds = time.perf_counter() - t0
     poses = pr.encode(motion)
     pos = joint_positions(pr, poses) + rig.rest_translations[0]
@@ -310,18 +357,46 @@ def run_interpolate(cfg: Interpolate) -> str:
     # the path starts where frame a stands and ends where frame b stands (root position and heading carried along)
     motion = space.interpolate(rig, ends[0], ends[1], cfg.steps)
     rates = space.validators(rig).check(space.pose_rig(rig).encode(motion)).rates()
+    folder = _beside(cfg.output, ".audit")
+    report = None
+    if cfg.audit:  # audited before anything is written: a path the audit cannot measure leaves no stage behind
+        source = f"{cfg.rig} (pose-space interpolation)"
+        try:
+            report = audit_motion(rig, motion, source=source)
+        except (RigError, ValueError) as e:
+            raise InputError(cfg.rig, "audit", f"cannot audit the path: {e} (or pass --no-audit)") from e
     write_usdskel(cfg.output, rig, [motion])
+    try:
+        _remove_audit(folder)  # an earlier run's audit would pass for this path (also with --no-audit)
+        if report is not None:
+            write_audit(folder, rig, motion, report=report)
+    except BaseException:  # no stage without its audit (the error, or Ctrl-C's "nothing written", says so)
+        _remove_audit(folder)
+        cfg.output.unlink(missing_ok=True)
+        raise
     message = f"{cfg.steps}-pose path of {rig.name!r}, validity {rates['valid']:.3f}; model {space.training_summary()}"
-    if cfg.audit:
-        folder = cfg.output.with_name(cfg.output.name + ".audit")
-        report = write_audit(folder, rig, motion, source=f"{cfg.rig} (pose-space interpolation)")
+    if report is not None:
         failed = ", ".join(c.name for c in report.failed_checks)
         message += f"; audit {'failed ' + failed if failed else 'passed'} ({folder}/)"
     return message
 
 
+def _remove_audit(folder: Path) -> None:
+    """Removes the audit files in ``folder`` (and the folder, when that empties it)."""
+    if not folder.is_dir():
+        return
+    for name in AUDIT_FILES:
+        if (folder / name).is_file():
+            (folder / name).unlink()
+    if not any(folder.iterdir()):
+        folder.rmdir()
+
+
 def run_evaluate(cfg: Evaluate) -> str:
     cfg.eval.check()  # e.g. too few samples for PRDC: say so before the long evaluation
+    for name in ("metrics.json", "config.json"):  # written after the long evaluation
+        if (Path(cfg.output) / name).is_dir():
+            raise InputError(Path(cfg.output) / name, "output", "is a folder, not a file")
     created = not Path(cfg.output).exists()
     make_folder(cfg.output)  # fail before the long evaluation when the folder cannot be made
     try:
@@ -373,6 +448,30 @@ def _heldout_summary(skeleton: str, m: dict) -> str:
     return text
 
 
+def _name_data_without_clips(cfg: TrainConfig, error: Exception) -> None:
+    """After ``train`` found no training poses (or no clip of the held-out names): InputError naming the --data
+    specs that hold no clip at all (e.g. a BVH with 'Frames: 0'), when that is why; returns otherwise."""
+    text = str(error.args[0]) if error.args else ""
+    no_poses = isinstance(error, ValueError) and text.startswith("no training poses left")
+    no_heldout = isinstance(error, KeyError) and text.startswith("held-out ")
+    if not (no_poses or no_heldout) or not cfg.data:
+        return
+    from posespace.data import load_clips
+
+    empty = []
+    for spec in cfg.data:
+        try:
+            _, clips = load_clips(spec)
+        except Exception:  # only for the message: train's own error stands
+            return
+        if not clips:
+            empty.append(str(spec))
+    # a held-out name that matches no clip is a typo unless there are no clips at all
+    if empty and (no_poses or len(empty) == len(cfg.data)):
+        which = "holds no clip" if len(empty) == 1 else "hold no clips"
+        raise InputError(", ".join(empty), "--data", f"{which} (no frames of motion): nothing to train on") from error
+
+
 def _interrupted_training(cfg: TrainConfig) -> str:
     ckpt = Path(cfg.output) / "checkpoint.pt"
     if not ckpt.is_file():
@@ -387,18 +486,22 @@ def _interrupted_training(cfg: TrainConfig) -> str:
 def main(cfg) -> int:
     try:
         if isinstance(cfg, TrainConfig):
-            train(cfg)
+            try:
+                train(cfg)
+            except (ValueError, KeyError) as e:
+                _name_data_without_clips(cfg, e)  # a data file without frames: name it, not the held-out clips
+                raise
             if os.environ.get("RANK", "0") == "0":  # torchrun / accelerate launch: one line from the main process
                 print(f"wrote {Path(cfg.output) / 'posespace.pt'}")
             return 0
         if cfg.threads < 1:
             raise ValueError(f"--threads: must be >= 1, got {cfg.threads}")
         torch.set_num_threads(cfg.threads)
-        beside = cfg.output.with_name(cfg.output.name + ".config.json")  # OUTPUT.config.json, as OUTPUT.audit/
-        out = cfg.output / "config.json" if isinstance(cfg, Evaluate) else beside
         run = {Sample: run_sample, Ik: run_ik, Interpolate: run_interpolate, Evaluate: run_evaluate}[type(cfg)]
         _WARNINGS.clear()
-        message = run(cfg)
+        message = run(cfg)  # checks OUTPUT first (also that it names a file, for the config beside it)
+        # OUTPUT.config.json, as OUTPUT.audit/
+        out = cfg.output / "config.json" if isinstance(cfg, Evaluate) else _beside(cfg.output, ".config.json")
         _save_config(cfg, out)
         print(message)
         for warning in _WARNINGS:

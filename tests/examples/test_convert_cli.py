@@ -231,3 +231,71 @@ def test_interrupted_audit_gives_one_line_and_leaves_no_half_audit(tmp_path, sig
     assert stopped.error_lines() == [f"interrupted: wrote {out}, its audit unfinished (removed)"], stopped.stderr
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["b.usda"]  # no audit folder, no temporary file
     assert list(load_asset(out).clips) == ["walk"]
+
+
+ZERO_OFFSETS_BVH = """HIERARCHY
+ROOT Hips
+{
+  OFFSET 0 0 0
+  CHANNELS 6 Xposition Yposition Zposition Zrotation Yrotation Xrotation
+  JOINT Spine
+  {
+    OFFSET 0 0 0
+    CHANNELS 3 Zrotation Yrotation Xrotation
+    End Site
+    {
+      OFFSET 0 0 0
+    }
+  }
+}
+MOTION
+Frames: 2
+Frame Time: 0.0333333
+0 0 0 0 0 0 0 0 0
+0 0 0 0 0 0 0 0 0
+"""
+
+
+def test_a_clip_the_audit_cannot_measure_is_refused_with_nothing_written(tmp_path):
+    """A BVH whose OFFSETs are all 0 (no extent to scale the contact bands by) was a RigError traceback from the
+    audit, exit 1, with the stage already written; --no-audit converts it."""
+    source = tmp_path / "zero_offsets.bvh"
+    source.write_text(ZERO_OFFSETS_BVH)
+    out = tmp_path / "out" / "x.usda"
+    result = run_convert("--input", str(source), "--output", str(out))
+    assert_bad_input(result, source, out, "cannot be audited: rig 'zero_offsets': its bind-pose skeleton has no extent")
+    assert "--no-audit" in result.stderr
+    assert not (tmp_path / "out").exists()  # no stage, no audit folder, no empty folder
+    result = run_convert("--input", str(source), "--output", str(out), "--no-audit")
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in out.parent.iterdir()) == ["x.usda"]
+
+
+def test_output_without_a_file_name_or_usd_extension_gives_one_line(tmp_path):
+    """--output "" was a ValueError traceback (PosixPath('.') has an empty name); a wrong extension is refused
+    before the input loads (the input here does not even exist)."""
+    for output, fragment in (("", "--output '.': names no file"), (str(tmp_path / "x.txt"), "--output: a USD stage")):
+        result = run_convert("--input", str(tmp_path / "missing.bvh"), "--output", output)
+        assert result.returncode == 2, result.stdout + result.stderr
+        lines = [line for line in result.stderr.splitlines() if line.strip() and "CUDA driver" not in line]
+        assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failure_writing_the_audit_removes_the_stage(tmp_path, monkeypatch, capsys):
+    """The stage is not left behind an audit that could not be written (a run with status 2 writes nothing)."""
+    from example_scripts import load_example
+
+    from usd_io import InputError
+
+    convert = load_example(CONVERT, "convert_example")
+
+    def write_audit(folder, *args, **kwargs):
+        raise InputError(folder / "report.json", "output", "cannot create a file (No space left on device)")
+
+    monkeypatch.setattr(convert, "write_audit", write_audit)
+    out = tmp_path / "b.usda"
+    assert convert.main(convert.ConvertConfig(input="procedural:quadruped-walk", output=out)) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip() and "CUDA driver" not in line]
+    assert len(err) == 1 and "No space left on device" in err[0] and f"{out} removed" in err[0], err
+    assert list(tmp_path.iterdir()) == []

@@ -145,6 +145,12 @@ def test_bad_input_exits_with_status_2(tmp_path, assets_dir, capsys, asset, extr
         ({"width": 40, "height": 40}, "tiny needs multiples of 16 px"),  # traceback at step 0, config.json left
         ({"width": 36, "height": 32}, "tiny needs multiples of 16 px"),  # 4 px silently unguided
         ({"resume": True, "overwrite": True}, "--resume and --overwrite: choose one"),
+        # weights options given to guidance that loads no weights were silently ignored (exit 0)
+        ({"guidance_model": "/nonexistent"}, "--guidance-model: only a released model's weights are loaded"),
+        ({"guidance_dtype": "float16"}, "--guidance-dtype: only a released model's weights are loaded"),
+        ({"guidance_allow_download": True}, "--guidance-allow-download: only a released model's weights"),
+        ({"guidance": "oracle", "oracle_clip": "walk", "guidance_model": "/m"}, "not oracle's"),
+        ({"guidance": "oracle", "oracle_clip": "walk", "guidance_scale": 3.0}, "--guidance-scale: the oracle ignores"),
     ],
 )
 def test_bad_settings_exit_with_status_2(tmp_path, capsys, extra, message):
@@ -295,3 +301,24 @@ def test_skeleton_choice_needs_a_usd_asset(tmp_path):
     lines = [line for line in proc.stderr.splitlines() if line.strip() and "CUDA driver" not in line]
     assert proc.returncode == 2 and len(lines) == 1 and "skeleton" in lines[0], proc.stderr
     assert not (tmp_path / "run" / "checkpoint.pt").exists()
+
+
+def test_an_unwritable_audit_folder_is_refused_before_the_optimization(tmp_path, capsys):
+    """OUTPUT/audit a file: status 2, but only after the whole optimization, leaving motion.usda, checkpoint.pt and
+    previews/ behind; now nothing is written (and --no-audit runs)."""
+    example = _example_module()
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "audit").write_text("")
+    base = {"asset": "procedural:quadruped", "output": out, "steps": 1, "quiet": True, "frames": 5, "width": 16,
+            "height": 16, "azimuths": (30.0,), "preview_every": 0}  # fmt: skip
+    assert example.main(example.DistillCLI(**base)) == 2
+    assert sorted(p.name for p in out.iterdir()) == ["audit"]
+    assert _one_error_line(capsys) == f"error: {out / 'audit'}: output: the audit folder is a file (or pass --no-audit)"
+    (out / "audit").unlink()
+    (out / "audit" / "report.json").mkdir(parents=True)
+    assert example.main(example.DistillCLI(**base)) == 2
+    assert "report.json: output: is a folder, not a file (or pass --no-audit)" in _one_error_line(capsys)
+    assert sorted(p.name for p in out.rglob("*")) == ["audit", "report.json"]
+    assert example.main(example.DistillCLI(**base, audit=False)) == 0
+    assert (out / "motion.usda").is_file()

@@ -357,3 +357,119 @@ def test_sigterm_before_the_first_checkpoint_exits_143_in_one_line(tmp_path):
     assert stopped.returncode == 143, stopped.stderr
     assert stopped.error_lines() == ["interrupted before the first checkpoint: nothing to resume"], stopped.stderr
     assert not (tmp_path / "ps" / "checkpoint.pt").exists()
+
+
+def _main(ex, cfg) -> int:
+    """``ex.main(cfg)``, restoring the torch threads it sets."""
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        return ex.main(cfg)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _tiny_interpolate(ex, checkpoint, out: Path, **changes):
+    fast = ex.SamplingConfig(steps=2, interpolation_steps=2, polish_iters=1, guidance_iters=1)
+    return ex.Interpolate(checkpoint, "procedural:quadruped", out, a="walk:0", b="idle:10", steps=3, sampling=fast,
+                          **changes)  # fmt: skip
+
+
+def test_interpolate_checks_its_audit_folder_before_writing(checkpoint, tmp_path, capsys):
+    """OUTPUT.audit a file: a clean error, but only after the path was computed and OUTPUT written (and left)."""
+    ex = _example_module()
+    out = tmp_path / "x.usda"
+    (tmp_path / "x.usda.audit").write_text("")
+    assert _main(ex, _tiny_interpolate(ex, checkpoint, out)) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.usda.audit"]  # no stage, no config
+    err = _quiet(capsys.readouterr().err)
+    assert err == [f"error: {tmp_path / 'x.usda.audit'}: output: the audit folder is a file (or pass --no-audit)"]
+
+
+def test_a_failure_writing_the_interpolation_audit_removes_the_stage(checkpoint, tmp_path, capsys, monkeypatch):
+    ex = _example_module()
+    from usd_io import InputError
+
+    def write_audit(folder, *args, **kwargs):
+        (Path(folder) / "report.json").parent.mkdir(parents=True, exist_ok=True)
+        (Path(folder) / "report.json").write_text("{}")  # one file written, then the disk fills up
+        raise InputError(Path(folder) / "timeline.png", "output", "cannot create a file (No space left on device)")
+
+    monkeypatch.setattr(ex, "write_audit", write_audit)
+    assert _main(ex, _tiny_interpolate(ex, checkpoint, tmp_path / "x.usda")) == 2
+    err = _quiet(capsys.readouterr().err)
+    assert len(err) == 1 and "No space left on device" in err[0], err
+    assert list(tmp_path.iterdir()) == []  # neither the stage nor half an audit
+
+
+def test_the_settings_file_beside_the_output_is_checked_before_writing(checkpoint, tmp_path, capsys):
+    """OUTPUT.config.json a folder: the stage was written, then the settings failed (status 2, the stage left);
+    an evaluation's metrics.json a folder failed after the whole evaluation."""
+    ex = _example_module()
+    out = tmp_path / "s.usda"
+    (tmp_path / "s.usda.config.json").mkdir()
+    fast = ex.SamplingConfig(steps=1, polish_iters=1, guidance_iters=1)
+    assert _main(ex, ex.Sample(checkpoint, "procedural:quadruped", out, count=1, sampling=fast)) == 2
+    err = _quiet(capsys.readouterr().err)
+    assert len(err) == 1 and f"{tmp_path / 's.usda.config.json'}: output: is a folder, not a file" in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.usda.config.json"]
+    (tmp_path / "ev" / "metrics.json").mkdir(parents=True)
+    cfg = ex.Evaluate(checkpoint, tmp_path / "ev", data=("procedural:quadruped",), heldout=("idle",),
+                      eval=ex.EvalConfig(samples=8, max_real=30, ik_poses=1, projection_poses=1,
+                                         interpolation_pairs=1, interpolation_steps=3, zero_shot=()),
+                      sampling=fast)  # fmt: skip
+    assert _main(ex, cfg) == 2
+    err = _quiet(capsys.readouterr().err)
+    assert len(err) == 1 and f"{tmp_path / 'ev' / 'metrics.json'}: output: is a folder, not a file" in err[0], err
+    assert sorted(p.name for p in (tmp_path / "ev").iterdir()) == ["metrics.json"]
+
+
+def test_ik_refuses_a_handle_far_out_of_reach(checkpoint, tmp_path, capsys):
+    """lhand=1e30,0,0 said only `error: quaternion with zero or non-finite norm`."""
+    ex = _example_module()
+    out = tmp_path / "ik.usda"
+    for value in ("1e30", "1e4"):
+        handle = f"front_left_toes={value},0,0"
+        assert _main(ex, ex.Ik(checkpoint, "procedural:quadruped", out, handles=(handle,))) == 2
+        err = _quiet(capsys.readouterr().err)
+        assert len(err) == 1 and err[0].startswith(f"error: procedural:quadruped: --handles {handle!r}: "), err
+        assert f"from the root, farther than {ex.IK_MAX_HANDLE_HEIGHTS:g} x the rig's height" in err[0], err
+    assert list(tmp_path.iterdir()) == []
+
+
+ZERO_FRAMES_BVH = """HIERARCHY
+ROOT Hips
+{
+  OFFSET 0 0 0
+  CHANNELS 6 Xposition Yposition Zposition Zrotation Yrotation Xrotation
+  JOINT Spine
+  {
+    OFFSET 0 10 0
+    CHANNELS 3 Zrotation Yrotation Xrotation
+    End Site
+    {
+      OFFSET 0 10 0
+    }
+  }
+}
+MOTION
+Frames: 0
+Frame Time: 0.0333333
+"""
+
+
+def test_train_on_data_without_frames_names_the_file(tmp_path, capsys):
+    """`train --data frames_zero.bvh --heldout` said `no training poses left after holding out ` (no name), and
+    with the default held-out names `held-out 'Run', '131_02': no such clip; clips: ` (none)."""
+    ex = _example_module()
+    data = tmp_path / "frames_zero.bvh"
+    data.write_text(ZERO_FRAMES_BVH)
+    for heldout in ((), ("Run", "131_02")):
+        assert _main(ex, _tiny_train(tmp_path / "run", data=(str(data),), heldout=heldout)) == 2
+        err = _quiet(capsys.readouterr().err)
+        assert err == [f"error: {data}: --data: holds no clip (no frames of motion): nothing to train on"], err
+    # a held-out typo next to data with clips keeps its own message
+    assert _main(ex, _tiny_train(tmp_path / "run", data=(str(data), "procedural:quadruped"), heldout=("idel",))) == 2
+    assert "held-out 'idel': no such clip" in _quiet(capsys.readouterr().err)[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["frames_zero.bvh"]
