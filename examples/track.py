@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import operator
+import os
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -45,9 +48,11 @@ from sim.physics import (
     prepare_reference,
     project,
     reference_trajectory,
+    substeps_for,
     track,
     tracking_metrics,
 )
+from sim.physics.config import MAX_LOOPED_SAMPLES, MAX_REFERENCE_FRAMES
 from sim.physics.preview import render_preview
 from usd_io import (
     InputError,
@@ -153,6 +158,200 @@ def _remove_earlier_outputs(out: Path) -> None:
             tmp.unlink(missing_ok=True)
     if (out / "audit").is_dir():
         shutil.rmtree(out / "audit")
+
+
+def _check_device(name: str, option: str = "--tracking.solver.device") -> None:
+    """Raises ValueError naming ``option`` when the Warp device ``name`` (spelling checked by SolverConfig) does
+    not exist on this machine: a missing GPU fails in one line before any work, not deep inside Warp."""
+    if name == "cpu":
+        return
+    import warp as wp
+
+    from sim._warp_setup import init_warp
+
+    init_warp()  # quietly, as the simulation does
+    if not wp.is_cuda_available():
+        raise ValueError(
+            f"{option}: {name!r}: no CUDA device is available on this machine (warp {wp.__version__} finds no CUDA"
+            " driver or GPU); use --tracking.solver.device cpu"
+        )
+    count = wp.get_cuda_device_count()
+    index = int(name.partition(":")[2] or 0)
+    if index >= count:
+        raise ValueError(f"{option}: {name!r}: this machine has {count} CUDA device(s) (cuda:0 to cuda:{count - 1})")
+
+
+def _check_extent(source: str, rig) -> None:
+    """Raises InputError naming ``source`` when the rig's bind pose has no height: every size of the character
+    (capsules, contact bands, gains, thresholds) scales with it."""
+    height = rig.height()
+    if not height > 0:  # NaN fails too
+        what = "meshes" if rig.meshes and sum(m.vertex_count for m in rig.meshes) else "skeleton"
+        why = "" if what == "meshes" else " (its joint offsets are all zero or horizontal)"
+        raise InputError(
+            source, what, f"rig {rig.name!r}: the bind-pose {what} has no extent along the up axis{why}, so there is"
+            " no height to build a physical character of"
+        )  # fmt: skip
+
+
+MAX_STEPS = 2**31 - 1
+"""Physics steps a run can take: the simulation counts them in int32."""
+
+
+def _check_length(cfg: TrackConfig, clip) -> None:
+    """Raises ValueError naming the options when the reference would be too long: more than MAX_REFERENCE_FRAMES
+    frames made by ``--loops`` / ``--reference.fps``, more than MAX_LOOPED_SAMPLES samples looped (``--loops
+    1000000000000`` never got to its simulation), or more physics steps than the simulation can count
+    (``--tracking.solver.max-dt-s``). Computed from the clip before it is looped, as prepare_reference loops and
+    resamples it (upper bounds)."""
+    loops, frames = cfg.loops, clip.frame_count
+    if isinstance(loops, bool) or not isinstance(loops, int) or loops < 1:
+        return  # prepare_reference names it
+    fps = cfg.reference.fps or min(clip.fps, cfg.reference.max_fps)
+    period = clip.duration * frames / (frames - 1) if frames > 1 else 0.0  # one loop, seam included
+    span = clip.duration if loops == 1 else loops * period
+    tracked = math.floor(span * fps) + 1
+    looped = loops * frames if loops > 1 else 0  # samples of the looped clip before it is resampled
+    options = [f"--loops {loops}"] if loops > 1 else []
+    if cfg.reference.fps is not None:
+        options.append(f"--reference.fps {cfg.reference.fps:g}")
+    source = f"clip {clip.name!r}: {frames} frames over {clip.duration:.3g} s"
+    if options and tracked > max(MAX_REFERENCE_FRAMES, frames):
+        raise ValueError(
+            f"{', '.join(options)}: the reference would have {tracked:.3g} frames at {fps:g} fps ({source}); a run"
+            f" takes at most {MAX_REFERENCE_FRAMES} ({MAX_REFERENCE_FRAMES / 30 / 60:.0f} minutes at 30 fps)"
+        )
+    if looped > MAX_LOOPED_SAMPLES:
+        raise ValueError(
+            f"{', '.join(options)}: the looped clip would have {looped:.3g} samples before it is resampled ({source});"
+            f" a run loops at most {MAX_LOOPED_SAMPLES}"
+        )
+    substeps = substeps_for(fps, cfg.tracking.solver.max_dt_s)
+    if tracked * substeps > MAX_STEPS:
+        if cfg.reference.fps is None and cfg.reference.max_fps < clip.fps:
+            options.append(f"--reference.max-fps {cfg.reference.max_fps:g}")
+        options.insert(0, f"--tracking.solver.max-dt-s {cfg.tracking.solver.max_dt_s:g}")
+        raise ValueError(
+            f"{', '.join(options)}: {tracked:.3g} frame(s) at {fps:g} fps of {substeps:.3g} physics steps each"
+            f" exceed the {MAX_STEPS + 1:.3g} steps the simulation can count; use a larger step or a shorter reference"
+        )
+
+
+_MASS_OPTIONS = ("character.density_kg_m3", "character.total_mass_kg", "character.mass_from",
+                 "character.tail_density_scale", "character.density_scale", "target_height_m")  # fmt: skip
+_GAIN_OPTIONS = ("character.stiffness_hz", "character.damping_ratio", "character.armature_fraction")
+_CONTACT_OPTIONS = ("tracking.contact.penalty_stiffness_per_kg",)
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+FLOAT32_TINY = float(np.finfo(np.float32).tiny)
+
+
+def _settings(cfg: TrackConfig, names) -> str:
+    """The options among ``names`` set away from their defaults (``--character.density-kg-m3 1e+300``), or a note
+    that all of them are at their defaults."""
+    default = TrackConfig()
+    changed = [
+        f"--{name.replace('_', '-')} {operator.attrgetter(name)(cfg)!r}"
+        for name in names
+        if operator.attrgetter(name)(cfg) != operator.attrgetter(name)(default)
+    ]
+    return ", ".join(changed) if changed else "the rig's size (every option involved is at its default)"
+
+
+def _derived_error(cfg: TrackConfig, what: str, values, names, smallest: float = 0.0) -> ValueError:
+    """The error for derived ``values`` outside float32 (or below ``smallest``), showing the first such value."""
+    with np.errstate(all="ignore"):
+        flat = np.asarray(values, dtype=np.float64).ravel()
+        bad = flat[~((np.abs(flat) <= FLOAT32_MAX) & (np.abs(flat) >= smallest))]
+    shown = f"{bad[0]:.3g}" if bad.size else "?"
+    return ValueError(
+        f"{cfg.motion}: the character's {what} do not fit the simulation's float32 numbers (got {shown}); they follow"
+        f" from {_settings(cfg, names)}"
+    )
+
+
+def _check_scale(cfg: TrackConfig, rig, clip) -> None:
+    """Raises ValueError when ``--target-height-m`` scales the rig or its clip beyond float32 numbers (the
+    simulation's): 1e300 overflowed inside the reference preparation and gave the character NaN kg."""
+    if cfg.target_height_m is None or not rig.height() > 0:
+        return  # prepare_reference / _check_extent name it
+    scale = cfg.target_height_m / rig.height()
+    with np.errstate(all="ignore"):
+        reach = scale * max(rig.height(), float(np.max(np.abs(clip.root_translations), initial=0.0)))
+    if not reach <= FLOAT32_MAX:
+        raise ValueError(
+            f"--target-height-m {cfg.target_height_m:g}: scales {cfg.motion} by {scale:.3g}, to {reach:.3g} m, beyond"
+            f" the simulation's float32 numbers (at most {FLOAT32_MAX:.3g})"
+        )
+
+
+def _build_character(cfg: TrackConfig, prepared):
+    """build_character, with masses, gains and contact stiffness that overflow (or vanish in) float32 refused in
+    one line naming the options they follow from: ``--character.stiffness-hz 1e300`` raised OverflowError in the
+    builder, ``--character.density-kg-m3 1e300`` a Newton ValueError (an infinite contact damping)."""
+    try:
+        character = build_character(prepared.rig, prepared.motion, cfg.character)  # e.g. an unknown joint name
+    except OverflowError as e:
+        raise ValueError(
+            f"{cfg.motion}: the character's masses or PD gains overflow ({e.args[-1]}); they follow from"
+            f" {_settings(cfg, _MASS_OPTIONS + _GAIN_OPTIONS)}"
+        ) from None
+    material = contact_material(character, cfg.tracking.contact)
+    size = [character.height, material.gap_m, *character.capsule_radii]
+    mass = np.concatenate([character.body_mass, character.body_inertia.ravel()])
+    # the joint limits are springs of 4x the drive stiffness (newton_model, physics.usda)
+    gains = np.concatenate([4.0 * character.stiffness.ravel(), character.damping.ravel(), character.armature.ravel()])
+    contact = [material.stiffness, material.damping, material.friction_gain]
+    with np.errstate(all="ignore"):
+        finite = [np.all(np.abs(np.asarray(v, dtype=np.float64)) <= FLOAT32_MAX) for v in (size, mass, gains, contact)]
+        if not finite[0]:
+            raise _derived_error(cfg, "sizes", size, ("target_height_m",))
+        if not finite[1]:
+            raise _derived_error(cfg, "body masses and inertias", mass, _MASS_OPTIONS)
+        if not np.all(character.body_mass >= FLOAT32_TINY):  # 0 kg in float32: no dynamics
+            raise _derived_error(cfg, "body masses", character.body_mass, _MASS_OPTIONS, smallest=FLOAT32_TINY)
+        if not finite[2]:
+            raise _derived_error(cfg, "PD gains", gains, _GAIN_OPTIONS + _MASS_OPTIONS)
+        if not finite[3]:
+            raise _derived_error(cfg, "contact stiffness and damping", contact, _CONTACT_OPTIONS + _MASS_OPTIONS)
+    return character
+
+
+def _check_reference(cfg: TrackConfig, ref) -> None:
+    """Raises ValueError when the reference's body positions do not fit float32 (the simulation's numbers)."""
+    with np.errstate(all="ignore"):
+        if not np.all(np.abs(ref.body_pos) <= FLOAT32_MAX):
+            raise _derived_error(cfg, "reference body positions", ref.body_pos, ("target_height_m",))
+
+
+def _check_outputs(cfg: TrackConfig) -> None:
+    """Raises InputError for what in an existing OUTPUT would make the run fail after simulating: a folder where
+    a file of the run goes (its removal raised IsADirectoryError), a file where audit/ goes, a folder that cannot
+    be written into."""
+    out = cfg.output
+    try:
+        if not out.is_dir():
+            return  # make_folder creates it or names the problem
+        for name in OUTPUT_FILES:
+            path = out / name
+            for p in [path, *out.glob(f".{path.stem}.*.tmp{path.suffix}")]:  # atomic_output's temporary names
+                if p.is_dir() and not p.is_symlink():
+                    raise InputError(p, "output", f"is a folder where the run writes {name}: remove it or choose"
+                                     " another --output")  # fmt: skip
+        audit = out / "audit"
+        if audit.is_symlink() and audit.is_dir():
+            raise InputError(audit, "output", "is a link to a folder where the run replaces its audit/ folder: remove"
+                             " it or choose another --output")  # fmt: skip
+        if cfg.audit and (audit.exists() or audit.is_symlink()) and not audit.is_dir():
+            raise InputError(audit, "output", "is a file where the run writes its audit/ folder: remove it, pass"
+                             " --no-audit or choose another --output")  # fmt: skip
+        ckpt = out / CHECKPOINT_NAME
+        if cfg.method == "projection" and ckpt.is_dir() and not ckpt.is_symlink():
+            raise InputError(ckpt, "output", "is a folder where the projection writes its checkpoint: remove it or"
+                             " choose another --output")  # fmt: skip
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise InputError(out, "output", "cannot write into the folder (no permission)")
+    except OSError as e:
+        raise InputError(out, "output", f"cannot read the folder ({e.strerror or e})") from e
 
 
 def _stage_lift(character, body_pos: np.ndarray, body_rot: np.ndarray, ground_m: float, gap_m: float) -> float:
@@ -304,17 +503,28 @@ def _run(cfg: TrackConfig) -> int:
             part.check()  # a bad setting fails here, in one line, before any work
         if cfg.preview_frames < 1:
             raise ValueError(f"--preview-frames: must be at least 1, got {cfg.preview_frames} (--no-preview: none)")
+        _check_device(cfg.tracking.solver.device)
         checkpoint = ProjectionCheckpoint(cfg.output / CHECKPOINT_NAME, cfg.checkpoint_interval_s, cfg.resume)
         asset = load_asset(cfg.motion, skeleton=cfg.skeleton)
         clip = asset.clip(cfg.clip)
+        _check_extent(cfg.motion, asset.rig)
+        _check_length(cfg, clip)
+        _check_scale(cfg, asset.rig, clip)
         prepared = prepare_reference(
             asset.rig, clip, cfg.reference, loops=cfg.loops, target_height_m=cfg.target_height_m,
             ground_height_m=cfg.tracking.contact.ground_height_m,
         )  # fmt: skip
-        character = build_character(prepared.rig, prepared.motion, cfg.character)  # e.g. an unknown joint name
+        character = _build_character(cfg, prepared)
+        ref = reference_trajectory(character, prepared.motion)
+        _check_reference(cfg, ref)
         target_filter, space = _pose_space_filter(cfg, prepared.rig)
+        _check_outputs(cfg)
         make_folder(cfg.output)  # the inputs are good: fail on the output before a long simulation, not after it
-    except (InputError, RigError, ValueError, FileNotFoundError) as e:
+    except RigError as e:  # the library names the rig, not the file it came from
+        text = str(e)
+        print(f"error: {text if text.startswith(cfg.motion) else f'{cfg.motion}: {text}'}", file=sys.stderr)
+        return 2
+    except (InputError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyError as e:
@@ -323,7 +533,6 @@ def _run(cfg: TrackConfig) -> int:
     rig = prepared.rig
     if rig.height() > 3.0 and cfg.target_height_m is None:
         print(f"warning: {rig.name!r} is {rig.height():.3g} m tall; pass --target-height-m for a real size")
-    ref = reference_trajectory(character, prepared.motion)
     root_motion = "added" if prepared.root_motion_added else "kept"
     print(
         f"{rig.name}: {character.body_count} bodies, {character.total_mass:.3g} kg, height {character.height:.3g} m;"

@@ -35,6 +35,26 @@ RootMotionMode = Literal["auto", "keep", "from_contacts"]
 _DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 """Warp device names a simulation accepts."""
 
+MIN_DT_S = 1e-6
+"""Smallest physics step [s] ``SolverConfig.max_dt_s`` accepts: a motion frame at 30 fps then takes 33334 substeps
+(a smaller step only slows the run down; 1e-300 made the substep count overflow the simulation's integer step
+counter, and the process died of a floating-point exception)."""
+
+MAX_COORDINATE_M = 1000.0
+"""Largest distance [m] of ``ContactConfig.ground_height_m`` from the origin. Newton simulates positions in float32,
+whose resolution is 6e-5 m at 1 km but 0.06 m at 1000 km (where contacts and the foot metrics are noise) and which
+overflows past 3.4e38 m."""
+
+MAX_REFERENCE_FRAMES = 100_000
+"""Most frames a reference made longer by its settings (``loops``, ``ReferenceConfig.fps``) may have: 55 minutes at
+30 fps. The reference, the simulated states and the written clips grow with the frame count (a 31-joint BVH rig
+looped to 25000 frames took 0.6 GB before simulating); beyond this a run spends hours and several GB, and
+``--loops 1000000000000`` never got to its simulation. A clip longer than this on its own is tracked as it is."""
+
+MAX_LOOPED_SAMPLES = 4 * MAX_REFERENCE_FRAMES
+"""Most samples ``loops`` repeats of a clip may have before the reference is resampled to its frame rate: the
+frame limit for 120 fps mocap tracked at 30 fps."""
+
 
 @functools.cache
 def _field_types(cls: type) -> dict[str, object]:
@@ -225,7 +245,7 @@ class ContactConfig:
     restitution: float = 0.0
     """Coefficient of restitution."""
     ground_height_m: float = 0.0
-    """Height of the ground plane (Z) [m]."""
+    """Height of the ground plane (Z) [m]; within 1000 m of the origin (the simulation's positions are float32)."""
     contact_gap_fraction: float = 0.01
     """Contact detection gap as a fraction of the character height."""
     speculative_gap_fraction: float = 0.2
@@ -239,6 +259,11 @@ class ContactConfig:
         _check_fields(self, positive=("penalty_stiffness_per_kg",),
                       nonnegative=("friction", "contact_gap_fraction", "speculative_gap_fraction"),
                       fractions=("restitution",))  # fmt: skip
+        if not abs(self.ground_height_m) <= MAX_COORDINATE_M:
+            raise ValueError(
+                f"ContactConfig.ground_height_m: must lie within {MAX_COORDINATE_M:g} m of the origin (the"
+                f" simulation's positions are float32), got {self.ground_height_m}"
+            )
         return self
 
 
@@ -251,7 +276,8 @@ class SolverConfig:
     stable at large steps with any gains; see design/physics_tracking.md), ``featherstone`` (explicit, penalty
     contact, needs small steps), ``xpbd`` (fast but compliant PD, tracks worst)."""
     max_dt_s: float = 1.0 / 120.0
-    """Largest physics step [s]; the number of substeps per motion frame is the smallest even count within it."""
+    """Largest physics step [s]; the number of substeps per motion frame is the smallest even count within it. At
+    least 1e-6 s."""
     iterations: int = 16
     """Constraint iterations per step (Steel PGS, XPBD)."""
     constraint_capacity: int = 384
@@ -266,6 +292,8 @@ class SolverConfig:
     def check(self) -> SolverConfig:
         """Returns the config; raises ValueError naming the first field out of range."""
         _check_fields(self, positive=("max_dt_s",), at_least_one=("iterations", "constraint_capacity"))
+        if self.max_dt_s < MIN_DT_S:
+            raise ValueError(f"SolverConfig.max_dt_s: must be at least {MIN_DT_S:g} s, got {self.max_dt_s}")
         if not _DEVICE.fullmatch(self.device):
             raise ValueError(f"SolverConfig.device: must be 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
         return self
