@@ -231,6 +231,27 @@ def _all_finite(*modules: torch.nn.Module) -> bool:
     return all(bool(torch.isfinite(p).all()) for m in modules for p in m.parameters())
 
 
+def _random_state(sampler: PoseBatchSampler, device: torch.device, rank: int) -> dict:
+    """The random streams a resumed run must continue: torch's generator (diffusion times and noise; the CUDA one
+    in use) and the batch sampler's, with the rank they belong to (the main process saves its own)."""
+    state = {"rank": rank, "torch": torch.random.get_rng_state(), "sampler": sampler.rng.bit_generator.state}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def _restore_random_state(state: dict | None, sampler: PoseBatchSampler, device: torch.device, rank: int) -> None:
+    """Continues the saved streams: a resumed run then draws what the unbroken run would have (it redrew the
+    noise of steps 0, 1, ... before). Other ranks of a distributed run, whose streams the main process does not
+    save, and checkpoints from before the streams were saved keep fresh seeds (the sampler's ``seed + step``)."""
+    if not state or state.get("rank") != rank:
+        return
+    torch.random.set_rng_state(state["torch"])
+    sampler.rng.bit_generator.state = state["sampler"]
+    if device.type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
 def _train(cfg: TrainConfig, pose_set: PoseSet | None) -> PoseSpace:
     from accelerate import Accelerator
 
@@ -306,6 +327,8 @@ def _fit(cfg: TrainConfig, pose_set: PoseSet | None, acc, device: torch.device) 
     diffusion = GaussianDiffusion(cfg.diffusion)
     sampler = PoseBatchSampler(train_set, cfg.batch_size, scale, cfg.augment, cfg.rig_weights, cfg.seed + start,
                                acc.process_index)  # fmt: skip
+    if resume_state is not None:
+        _restore_random_state(resume_state["train"].get("random"), sampler, device, acc.process_index)
     pose_rigs = sampler.pose_rigs
     active_index = [torch.as_tensor(pr.active_index, dtype=torch.long, device=device) for pr in pose_rigs]
 
@@ -336,6 +359,7 @@ def _fit(cfg: TrainConfig, pose_set: PoseSet | None, acc, device: torch.device) 
             "config": _jsonable(asdict(cfg)),
             "log": log,
             "seconds": seconds,
+            "random": _random_state(sampler, device, acc.process_index),
         }
         with atomic_output(ckpt_path) as tmp:
             torch.save(state, tmp)

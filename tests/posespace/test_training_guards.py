@@ -107,6 +107,18 @@ def test_resume_keeps_the_log_and_never_moves_the_step_back(tmp_path, stick_set)
     assert torch.load(ckpt, weights_only=False)["train"]["step"] == 100
 
 
+def test_a_resumed_run_continues_the_unbroken_runs_random_streams(tmp_path, stick_set):
+    """2 steps, then a resume to 4, give the weights of 4 unbroken steps: the checkpoint carries torch's generator
+    (diffusion times and noise) and the batch sampler's. Before, the resumed steps redrew the noise of steps 0, 1."""
+    unbroken = train(_cfg(tmp_path / "a", steps=4, checkpoint_every=2), stick_set)
+    train(_cfg(tmp_path / "b", steps=2, checkpoint_every=2), stick_set)
+    resumed = train(_cfg(tmp_path / "b", steps=4, checkpoint_every=2, resume=True), stick_set)
+    a, b = unbroken.state()["model"], resumed.state()["model"]
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(b[name], a[name], rtol=0, atol=0, msg=name)
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
