@@ -124,7 +124,10 @@ def dynamic_feasibility(
             continue
         h = com[f, 2] - ground_height
         zmp = com[f, :2] - h * force[f, :2] / fz + np.array([-ldot[f, 1], ldot[f, 0]]) / fz
-        pts = low_end[f, touch[f], :2]
+        # the footprint: every capsule end within the contact band (a capsule lying flat supports along its length)
+        ends = np.concatenate([seg_a[f, touch[f]], seg_b[f, touch[f]]])
+        radii = np.concatenate([r[touch[f]], r[touch[f]]])
+        pts = ends[ends[:, 2] - radii - ground_height < contact_height_fraction * character.height, :2]
         d = _distance_to_polygon(zmp, _hull(pts))
         margin = float(r[touch[f]].mean())
         excess.append(max(d - margin, 0.0))

@@ -11,8 +11,8 @@ import numpy as np
 import warp as wp
 
 from .._warp_setup import init_warp
-from ..rotations import quat_conjugate, quat_multiply, quat_to_axis_angle
 from . import _tracking_kernels as K
+from ._finite_differences import angular_velocity
 from .character import GRAVITY, PhysicsCharacter
 from .config import ContactConfig, RootAssistConfig, SolverConfig
 
@@ -307,9 +307,7 @@ class CharacterSimulation:
         pos, rot = root_reference
         fps = self.fps
         vel = np.gradient(pos, 1.0 / fps, axis=0)
-        dq = quat_multiply(rot[1:], quat_conjugate(rot[:-1]))
-        om = quat_to_axis_angle(dq) * fps
-        omega = np.concatenate([om, om[-1:]], axis=0)
+        omega = angular_velocity(rot, fps)  # central differences, as vel (a forward one lagged half a frame)
         self._assist_ref = (
             wp.array(pos.astype(np.float32), dtype=wp.vec3, device=self.device),
             wp.array(rot.astype(np.float32), dtype=wp.quat, device=self.device),

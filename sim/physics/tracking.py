@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..motion import Motion
-from ..rotations import quat_conjugate, quat_multiply, quat_rotate, quat_to_axis_angle
+from ..rotations import quat_conjugate, quat_rotate
+from ._finite_differences import angular_velocity
 from .character import GRAVITY, PhysicsCharacter
 from .config import TrackingConfig
 
@@ -83,17 +84,6 @@ class ReferenceTrajectory:
         return self.motion.fps
 
 
-def _angular_velocity(rot: np.ndarray, fps: float) -> np.ndarray:
-    """World angular velocity [rad/s] from world rotations (F, ..., 4) by central differences."""
-    if rot.shape[0] < 2:
-        return np.zeros((*rot.shape[:-1], 3))
-    d = quat_to_axis_angle(quat_multiply(rot[1:], quat_conjugate(rot[:-1]))) * fps
-    out = np.empty((*rot.shape[:-1], 3))
-    out[0], out[-1] = d[0], d[-1]
-    out[1:-1] = 0.5 * (d[1:] + d[:-1])
-    return out
-
-
 def _check_uniform(motion: Motion) -> None:
     """Raises ValueError (naming the motion) unless its frames lie ``1 / motion.fps`` apart.
 
@@ -126,7 +116,7 @@ def reference_trajectory(character: PhysicsCharacter, motion: Motion) -> Referen
     vel = np.gradient(com, dt, axis=0) if motion.frame_count > 1 else np.zeros_like(com)
     coords = character.joint_coordinates(rot)
     rates = np.gradient(coords, dt, axis=0) if motion.frame_count > 1 else np.zeros_like(coords)
-    omega = _angular_velocity(rot[:, 0], motion.fps)
+    omega = angular_velocity(rot[:, 0], motion.fps)
     return ReferenceTrajectory(motion, pos, rot, vel, omega, coords, rates)
 
 

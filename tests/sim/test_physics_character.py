@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from physics_rigs import hold, table_quadruped
+from physics_rigs import hold, table_quadruped, tuning_fork
 
 import sim
 from sim.physics import (
@@ -430,6 +430,21 @@ def test_dynamic_feasibility_of_constructed_motions():
     # all four feet on the ground while the body accelerates sideways at 3 g: friction cannot provide it
     shove = pos + (0.5 * 30.0 * (t**2))[:, None, None] * np.array([1.0, 0.0, 0.0])
     assert dynamic_feasibility(ch, shove, rot, fps, friction=1.0)["friction_ratio"] > 0.5
+
+
+def test_a_body_resting_on_a_long_capsule_is_supported_along_it():
+    """The tuning fork lies still on its 0.6 m base bar (both ends on the ground, centre of mass between them):
+    feasible. The support polygon took one end per touching capsule, so the centre of pressure, 0.3 m from that
+    point, read as outside the support on every frame."""
+    from sim.physics import dynamic_feasibility
+
+    rig = tuning_fork()
+    ch = build_character(rig)
+    pos, rot = ch.body_transforms(hold(rig, 10, 30.0))
+    a, b = ch.capsule_world(pos[0], rot[0])
+    ground = np.array([a[0, 2], b[0, 2]]) - ch.capsule_radii[0]
+    assert np.abs(ground).max() < 0.01 * ch.height and abs(a[0, 0] - b[0, 0]) > 0.5  # lying flat on its bar
+    assert dynamic_feasibility(ch, pos, rot, 30.0)["infeasible_ratio"] == 0.0
 
 
 def test_grounding_and_ballistic_flight():
