@@ -29,6 +29,7 @@ import torch
 
 from sim import Motion, Rig, RigError
 
+from ._rotations import remove_twist_x
 from .pose_rig import IDENTITY_6D, PoseRig
 
 __all__ = [
@@ -494,7 +495,9 @@ class PoseBatchSampler:
                 pose = pr.mirror(pose[None])[0]
             if aug.rotation_noise_deg > 0:
                 noise = axis_angle_to_quat(rng.normal(scale=np.radians(aug.rotation_noise_deg), size=(len(pose), 3)))
-                pose = quat_to_rot6d(quat_multiply(rot6d_to_quat(pose), noise))
+                q = quat_multiply(rot6d_to_quat(pose), noise)
+                q[0] = remove_twist_x(q[0])  # the root's noise tilts it; a pose has no heading (twist about up)
+                pose = quat_to_rot6d(q)
             f = pr.features.copy()
             if aug.feature_noise > 0:
                 f[:, _LENGTH_FEATURES] *= 1.0 + aug.feature_noise * rng.standard_normal((1, len(_LENGTH_FEATURES)))
