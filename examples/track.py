@@ -181,19 +181,6 @@ def _check_device(name: str, option: str = "--tracking.solver.device") -> None:
         raise ValueError(f"{option}: {name!r}: this machine has {count} CUDA device(s) (cuda:0 to cuda:{count - 1})")
 
 
-def _check_extent(source: str, rig) -> None:
-    """Raises InputError naming ``source`` when the rig's bind pose has no height: every size of the character
-    (capsules, contact bands, gains, thresholds) scales with it."""
-    height = rig.height()
-    if not height > 0:  # NaN fails too
-        what = "meshes" if rig.meshes and sum(m.vertex_count for m in rig.meshes) else "skeleton"
-        why = "" if what == "meshes" else " (its joint offsets are all zero or horizontal)"
-        raise InputError(
-            source, what, f"rig {rig.name!r}: the bind-pose {what} has no extent along the up axis{why}, so there is"
-            " no height to build a physical character of"
-        )  # fmt: skip
-
-
 MAX_STEPS = 2**31 - 1
 """Physics steps a run can take: the simulation counts them in int32."""
 
@@ -273,7 +260,7 @@ def _check_scale(cfg: TrackConfig, rig, clip) -> None:
     """Raises ValueError when ``--target-height-m`` scales the rig or its clip beyond float32 numbers (the
     simulation's): 1e300 overflowed inside the reference preparation and gave the character NaN kg."""
     if cfg.target_height_m is None or not rig.height() > 0:
-        return  # prepare_reference / _check_extent name it
+        return  # prepare_reference names it
     scale = cfg.target_height_m / rig.height()
     with np.errstate(all="ignore"):
         reach = scale * max(rig.height(), float(np.max(np.abs(clip.root_translations), initial=0.0)))
@@ -507,7 +494,6 @@ def _run(cfg: TrackConfig) -> int:
         checkpoint = ProjectionCheckpoint(cfg.output / CHECKPOINT_NAME, cfg.checkpoint_interval_s, cfg.resume)
         asset = load_asset(cfg.motion, skeleton=cfg.skeleton)
         clip = asset.clip(cfg.clip)
-        _check_extent(cfg.motion, asset.rig)
         _check_length(cfg, clip)
         _check_scale(cfg, asset.rig, clip)
         prepared = prepare_reference(

@@ -330,8 +330,9 @@ def _read_mesh(skinning_query, skeleton: _Skeleton, conversion: _Conversion, pat
     points = _np(points).reshape(-1, 3)
     if not np.all(np.isfinite(points)):
         raise InputError(path, f"{where}.points", f"non-finite point {int(np.argmax(~np.isfinite(points).all(1)))}")
-    if too_large(points).any():
-        bad = int(np.argmax(too_large(points).any(1)))
+    huge = too_large(points).any(1)
+    if huge.any():
+        bad = int(np.argmax(huge))
         raise InputError(path, f"{where}.points", f"point {bad} out of range (> {MAX_MAGNITUDE:g})")
     v = len(points)
     counts = _np(_authored(mesh.GetFaceVertexCountsAttr()) or [], np.int64)
@@ -450,9 +451,7 @@ class _Placement:
         return conv
 
 
-def _read_animation(
-    anim_prim, skeleton: _Skeleton, conversion: _Conversion, stage, path: Path, placement: _Placement | None = None
-) -> Motion:
+def _read_animation(anim_prim, skeleton: _Skeleton, placement: _Placement, stage, path: Path) -> Motion:
     from pxr import UsdSkel
 
     anim = UsdSkel.Animation(anim_prim)
@@ -473,8 +472,7 @@ def _read_animation(
     attrs = {"translations": anim.GetTranslationsAttr(), "rotations": anim.GetRotationsAttr()}
     scales_attr = anim.GetScalesAttr()
     codes = {float(c) for a in (*attrs.values(), scales_attr) if a and a.HasAuthoredValue() for c in a.GetTimeSamples()}
-    if placement is not None:
-        codes.update(placement.codes)
+    codes.update(placement.codes)
     codes = sorted(codes)
     missing = [n for n, a in (*attrs.items(), ("scales", scales_attr)) if not (a and a.HasAuthoredValue())]
     if missing and tokens:
@@ -509,13 +507,14 @@ def _read_animation(
                 raise InputError(path, f"{where}.{key}", f"value out of range (> {MAX_MAGNITUDE:g}) at time {code}")
             out[f, dst] = value[src]
     if scales_attr and scales_attr.HasAuthoredValue():
+        worst = 0.0
         for code in codes:
             value = _np(scales_attr.Get(code)).reshape(-1, 3)
             if len(value) != len(tokens):
                 raise InputError(
                     path, f"{where}.scales", f"{len(value)} values for {len(tokens)} joints at time {code}"
                 )
-        worst = max(float(np.abs(_np(scales_attr.Get(c)) - 1.0).max(initial=0.0)) for c in codes)
+            worst = max(worst, float(np.abs(value - 1.0).max(initial=0.0)))
         if worst > ANIMATION_SCALE_TOLERANCE:
             warnings.warn(f"{path}: {where}.scales: joint scales (up to {worst:.3g} off 1) ignored", UsdSkelWarning, 2)
     norms = np.linalg.norm(rot, axis=-1, keepdims=True)
@@ -524,11 +523,11 @@ def _read_animation(
         raise InputError(path, f"{where}.rotations", f"zero-length quaternion at time {codes[frame]}, joint {joint}")
     rot /= norms
 
-    if placement is not None and placement.codes:  # an animated placement: each frame's own conversion
+    if placement.codes:  # an animated placement: each frame's own conversion
         for f, code in enumerate(codes):
             trans[f], rot[f] = placement.at(code).local(skeleton.parents, trans[f], rot[f])
     else:
-        trans, rot = conversion.local(skeleton.parents, trans, rot)
+        trans, rot = placement.base.local(skeleton.parents, trans, rot)
     non_root = skeleton.parents >= 0
     animated_t = not np.allclose(
         trans[:, non_root], skeleton.rest_translations[non_root], rtol=TRANSLATION_MATCH_TOLERANCE, atol=1e-9
@@ -657,7 +656,7 @@ def read_usdskel(path: str | Path, *, skeleton: str | None = None) -> Asset:
             anim_prims.append(prim)
     clips: dict[str, Motion] = {}
     for prim in anim_prims:
-        motion = _read_animation(prim, skel, conversion, stage, path, placement)
+        motion = _read_animation(prim, skel, placement, stage, path)
         name, k = motion.name, 1
         while name in clips:
             name, k = f"{motion.name}_{k}", k + 1

@@ -347,14 +347,19 @@ def prepare_reference(
     if not (_is_real(ground_height_m) and np.isfinite(ground_height_m)):
         raise ValueError(f"ground_height_m: must be a finite number, got {ground_height_m!r}")
     motion.check_rig(rig)
+    height = rig.height()
+    if not height > 0:  # every size of the physical character scales with it (NaN fails too)
+        meshes = bool(rig.meshes and sum(m.vertex_count for m in rig.meshes))
+        extent = f"the bind-pose {'meshes have' if meshes else 'skeleton has'} no extent along the up axis" + (
+            "" if meshes else " (its joint offsets are all zero or horizontal)"
+        )
+        raise RigError(
+            f"rig {rig.name!r}: no height to scale to target_height_m ({extent})"
+            if target_height_m is not None
+            else f"rig {rig.name!r}: {extent}, so there is no height to build a physical character of"
+        )
     scale = 1.0
     if target_height_m is not None:
-        height = rig.height()
-        if not height > 0:
-            raise RigError(
-                f"rig {rig.name!r}: no height to scale to target_height_m (its bind-pose"
-                f" {'meshes' if rig.meshes else 'skeleton'} span nothing along the up axis)"
-            )
         scale = float(target_height_m) / height
         rig, motion = scale_rig(rig, scale), scale_motion(motion, scale)
     motion = loop_motion(motion, loops)
