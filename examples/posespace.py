@@ -448,30 +448,6 @@ def _heldout_summary(skeleton: str, m: dict) -> str:
     return text
 
 
-def _name_data_without_clips(cfg: TrainConfig, error: Exception) -> None:
-    """After ``train`` found no training poses (or no clip of the held-out names): InputError naming the --data
-    specs that hold no clip at all (e.g. a BVH with 'Frames: 0'), when that is why; returns otherwise."""
-    text = str(error.args[0]) if error.args else ""
-    no_poses = isinstance(error, ValueError) and text.startswith("no training poses left")
-    no_heldout = isinstance(error, KeyError) and text.startswith("held-out ")
-    if not (no_poses or no_heldout) or not cfg.data:
-        return
-    from posespace.data import load_clips
-
-    empty = []
-    for spec in cfg.data:
-        try:
-            _, clips = load_clips(spec)
-        except Exception:  # only for the message: train's own error stands
-            return
-        if not clips:
-            empty.append(str(spec))
-    # a held-out name that matches no clip is a typo unless there are no clips at all
-    if empty and (no_poses or len(empty) == len(cfg.data)):
-        which = "holds no clip" if len(empty) == 1 else "hold no clips"
-        raise InputError(", ".join(empty), "--data", f"{which} (no frames of motion): nothing to train on") from error
-
-
 def _interrupted_training(cfg: TrainConfig) -> str:
     ckpt = Path(cfg.output) / "checkpoint.pt"
     if not ckpt.is_file():
@@ -486,11 +462,7 @@ def _interrupted_training(cfg: TrainConfig) -> str:
 def main(cfg) -> int:
     try:
         if isinstance(cfg, TrainConfig):
-            try:
-                train(cfg)
-            except (ValueError, KeyError) as e:
-                _name_data_without_clips(cfg, e)  # a data file without frames: name it, not the held-out clips
-                raise
+            train(cfg)
             if os.environ.get("RANK", "0") == "0":  # torchrun / accelerate launch: one line from the main process
                 print(f"wrote {Path(cfg.output) / 'posespace.pt'}")
             return 0

@@ -285,12 +285,22 @@ class PoseSet:
 
     @classmethod
     def from_specs(cls, specs: Iterable[str | ClipSpec], fps: float = 60.0) -> PoseSet:
-        """Loads every spec, resamples its clips to ``fps`` and groups them by skeleton."""
+        """Loads every spec, resamples its clips to ``fps`` and groups them by skeleton.
+
+        Raises:
+            usd_io.InputError: a spec whose source holds no clip (e.g. a BVH with ``Frames: 0``, a stage without a
+                SkelAnimation): the message names the source; it is not skipped, even beside good data.
+            and whatever ``load_clips`` raises.
+        """
+        from usd_io import InputError
+
         out = cls()
         seen: set[tuple[str, str]] = set()
         for spec in specs:
             spec = parse_clip_spec(spec)
             rig, clips = load_clips(spec)
+            if not clips:
+                raise InputError(spec.source, "clips", "holds no clip (no frames of motion) to take poses from")
             origin = str(dataclasses.replace(spec, clips=None))  # gaits: with their count and target
             for name, motion in clips.items():
                 if (origin, name) in seen:  # the same clip through two specs would count its poses twice

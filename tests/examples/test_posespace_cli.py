@@ -465,11 +465,17 @@ def test_train_on_data_without_frames_names_the_file(tmp_path, capsys):
     ex = _example_module()
     data = tmp_path / "frames_zero.bvh"
     data.write_text(ZERO_FRAMES_BVH)
+    message = f"error: {data}: clips: holds no clip (no frames of motion) to take poses from"
     for heldout in ((), ("Run", "131_02")):
         assert _main(ex, _tiny_train(tmp_path / "run", data=(str(data),), heldout=heldout)) == 2
         err = _quiet(capsys.readouterr().err)
-        assert err == [f"error: {data}: --data: holds no clip (no frames of motion): nothing to train on"], err
-    # a held-out typo next to data with clips keeps its own message
-    assert _main(ex, _tiny_train(tmp_path / "run", data=(str(data), "procedural:quadruped"), heldout=("idel",))) == 2
+        assert err == [message], err
+    # beside data with clips it is named too (it was skipped silently), before a held-out typo's message
+    for heldout in ((), ("idel",)):
+        data_specs = (str(data), "procedural:quadruped")
+        assert _main(ex, _tiny_train(tmp_path / "run", data=data_specs, heldout=heldout)) == 2
+        assert _quiet(capsys.readouterr().err) == [message]
+    # a held-out typo with good data keeps its own message
+    assert _main(ex, _tiny_train(tmp_path / "run", data=("procedural:quadruped",), heldout=("idel",))) == 2
     assert "held-out 'idel': no such clip" in _quiet(capsys.readouterr().err)[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["frames_zero.bvh"]
