@@ -122,7 +122,8 @@ def damped_least_squares_ik(
     for i, e in enumerate(eff):
         k = parents[e]
         while k >= 0:
-            anc[i, np.searchsorted(cols, k)] = active[k]
+            if active[k]:  # an inactive ancestor has no column (searchsorted would name the next active one)
+                anc[i, np.searchsorted(cols, k)] = True
             k = parents[k]
     root_col = np.searchsorted(cols, 0)
     tol2 = np.broadcast_to(np.asarray(tolerance, dtype=np.float64) ** 2, (iters,))

@@ -32,8 +32,8 @@ into the target's axes; its height puts the target's lowest joint as high above 
 scaled the same way and counted from each rig's standing clearance (how high its lowest joint sits when it stands in
 its rest pose), so feet on the ground stay on it whatever the proportions, also on rigs whose rest pose has the
 hips, not the feet, at z = 0 (BVH). Poses ignore the root.
-On the same skeleton the transfer reproduces the local rotations exactly (``A``, ``C_j`` and ``P`` are
-identities).
+On the same skeleton the transfer reproduces the local rotations of the joints with a role exactly (``A``, ``C_j``
+and ``P`` are identities); the joints without one are at rest, as on any target.
 """
 
 from __future__ import annotations

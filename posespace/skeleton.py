@@ -23,7 +23,7 @@ from collections import deque
 import numpy as np
 
 from sim import Rig
-from sim.rotations import matrix_to_quat, quat_conjugate, quat_multiply, quat_rotate
+from sim.rotations import matrix_to_quat, quat_conjugate, quat_multiply, quat_rotate, quat_to_matrix
 
 __all__ = [
     "MIN_BONE_FRACTION",
@@ -231,16 +231,32 @@ def joint_active_mask(rig: Rig) -> np.ndarray:
 
 
 def rig_signature(rig: Rig) -> str:
-    """A short stable hash of a skeleton (names, parents, rest offsets relative to height).
+    """A short stable hash of a skeleton (names, parents, rest offsets relative to height, rest rotations).
 
-    Checkpoints key per-skeleton calibration (joint limits, collision exclusions) by it.
+    Checkpoints key per-skeleton calibration (joint limits, collision exclusions) by it, and a :class:`PoseSet`
+    groups clips by it: two skeletons that differ only in rest rotations have different rest shapes, so neither
+    their poses nor their limits can be shared.
     """
+    h = _skeleton_hash(rig)
+    rot = np.round(quat_to_matrix(rig.rest_rotations), 3) + 0.0  # matrices: q and -q hash alike
+    h.update(b"rest-rotations")
+    h.update(rot.astype(np.float64).tobytes())
+    return h.hexdigest()[:16]
+
+
+def legacy_rig_signature(rig: Rig) -> str:
+    """The signature checkpoints written before rest rotations were hashed key their calibrations by (names,
+    parents and rest offsets only); used to find those calibrations, never written."""
+    return _skeleton_hash(rig).hexdigest()[:16]
+
+
+def _skeleton_hash(rig: Rig):
     h = hashlib.sha1()
     h.update("|".join(rig.joint_names).encode())
     h.update(np.asarray(rig.parents, dtype=np.int64).tobytes())
     rel = np.round(rig.rest_translations[1:] / max(rig.height(), 1e-9), 3) + 0.0  # +0.0: no negative zeros
     h.update(rel.astype(np.float64).tobytes())
-    return h.hexdigest()[:16]
+    return h
 
 
 def rest_offsets_world(rig: Rig) -> np.ndarray:

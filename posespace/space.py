@@ -102,11 +102,11 @@ class SamplingConfig:
             _count(f"SamplingConfig.{name}", getattr(self, name), 1)
         for name in ("guidance_iters", "polish_iters", "ik_guidance_iters", "ik_dls_iters"):
             _count(f"SamplingConfig.{name}", getattr(self, name), 0)
-        for name in ("temperature", "max_step", "ik_damping", "ik_validator_weight", "guidance_damping"):
+        for name in ("temperature", "max_step", "ik_validator_weight", "guidance_damping"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise ValueError(f"SamplingConfig.{name}: must be a finite number >= 0, got {value!r}")
-        for name in ("ik_handle_tolerance_start", "ik_handle_tolerance"):
+        for name in ("ik_damping", "ik_handle_tolerance_start", "ik_handle_tolerance"):  # no damping: singular
             value = getattr(self, name)
             if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"SamplingConfig.{name}: must be a finite number > 0, got {value!r}")
@@ -120,8 +120,8 @@ class SamplingConfig:
 class _RigContext:
     def __init__(self, space: PoseSpace, rig: Rig):
         self.pose_rig = PoseRig(rig)
-        key = self.pose_rig.signature
-        cal = space.calibrations.get(key)
+        key = space.calibration_key(rig, self.pose_rig)
+        cal = space.calibrations.get(key) if key is not None else None
         self.calibration = _parse_calibration(key, cal) if isinstance(cal, dict) else cal
         if self.calibration is not None:
             _check_calibration_fits(self.calibration, key, rig, space.source)
@@ -314,7 +314,18 @@ class PoseSpace:
 
     def is_known(self, rig: Rig) -> bool:
         """Whether the rig's skeleton was calibrated in training."""
-        return self.pose_rig(rig).signature in self.calibrations
+        return self.calibration_key(rig) is not None
+
+    def calibration_key(self, rig: Rig, pose_rig: PoseRig | None = None) -> str | None:
+        """The key of ``rig``'s calibration in :attr:`calibrations`: its signature, or the legacy signature
+        checkpoints written before rest rotations were hashed used; None when the skeleton was not calibrated."""
+        from .skeleton import legacy_rig_signature
+
+        key = (pose_rig or self.pose_rig(rig)).signature
+        if key in self.calibrations:
+            return key
+        legacy = legacy_rig_signature(rig)
+        return legacy if legacy in self.calibrations else None
 
     # -- unit conversions -----------------------------------------------------------------------------------
     def to_model(self, ctx: _RigContext, poses: np.ndarray | torch.Tensor) -> torch.Tensor:

@@ -2,9 +2,10 @@
 
 ``train(config)`` loads the clip specs, splits off held-out clips, calibrates the validators of every training
 skeleton on its training poses, and optimizes the denoiser. Run it in plain Python for one process or under
-``accelerate launch`` (multi-GPU / multi-node): every process draws its own random batches (seed + rank), the
-model and optimizer are wrapped by :class:`accelerate.Accelerator` (gradients all-reduced), and only the main
-process shows a progress bar and writes checkpoints. A checkpoint holds the EMA weights as a loadable
+``accelerate launch`` (multi-GPU / multi-node): every process draws its own random batches, diffusion times and
+noise (seeded from seed and rank; the weights start alike), the model and optimizer are wrapped by
+:class:`accelerate.Accelerator` (gradients all-reduced), and only the main process shows a progress bar and
+writes checkpoints. A checkpoint holds the EMA weights as a loadable
 :class:`PoseSpace` plus the raw weights, optimizer state and step, so ``resume=True`` continues a run. A folder
 holding an earlier run is refused unless the run resumes it or ``overwrite=True`` starts afresh there. Training
 draws from torch's default generators seeded with ``seed`` and restores the caller's random state afterwards.
@@ -12,12 +13,14 @@ draws from torch's default generators seeded with ``seed`` and restores the call
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from .data import AugmentConfig, PoseBatchSampler, PoseSet, data_scale
@@ -240,6 +243,16 @@ def _random_state(sampler: PoseBatchSampler, device: torch.device, rank: int) ->
     return state
 
 
+def _seed_rank(seed: int, rank: int, start: int, device: torch.device) -> None:
+    """Seeds torch's generators (diffusion times and noise) for rank ``rank`` > 0 of a distributed run, from
+    ``(seed, rank, start)``: every rank draws its own, and a resumed run does not replay the first steps' draws
+    (the main process saves only its own streams; rank 0 keeps ``seed``, so one process trains as before)."""
+    value = int(np.random.SeedSequence([seed, rank, start]).generate_state(1, np.uint64)[0] >> 1)
+    torch.random.default_generator.manual_seed(value)
+    if device.type == "cuda":
+        torch.cuda.default_generators[device.index if device.index is not None else 0].manual_seed(value)
+
+
 def _restore_random_state(state: dict | None, sampler: PoseBatchSampler, device: torch.device, rank: int) -> None:
     """Continues the saved streams: a resumed run then draws what the unbroken run would have (it redrew the
     noise of steps 0, 1, ... before). Other ranks of a distributed run, whose streams the main process does not
@@ -327,7 +340,9 @@ def _fit(cfg: TrainConfig, pose_set: PoseSet | None, acc, device: torch.device) 
     diffusion = GaussianDiffusion(cfg.diffusion)
     sampler = PoseBatchSampler(train_set, cfg.batch_size, scale, cfg.augment, cfg.rig_weights, cfg.seed + start,
                                acc.process_index)  # fmt: skip
-    if resume_state is not None:
+    if acc.process_index > 0:  # other ranks: their own times and noise (the weights above are alike on all ranks)
+        _seed_rank(cfg.seed, acc.process_index, start, device)
+    elif resume_state is not None:
         _restore_random_state(resume_state["train"].get("random"), sampler, device, acc.process_index)
     pose_rigs = sampler.pose_rigs
     active_index = [torch.as_tensor(pr.active_index, dtype=torch.long, device=device) for pr in pose_rigs]
@@ -433,6 +448,6 @@ def _fit(cfg: TrainConfig, pose_set: PoseSet | None, acc, device: torch.device) 
 
 
 def _copy(model: PoseDenoiser) -> PoseDenoiser:
-    out = PoseDenoiser(model.config)
-    out.load_state_dict(model.state_dict())
-    return out
+    """A copy of the weights that draws nothing from torch's generators (a fresh module's random init did: saving
+    a checkpoint changed the rest of the run, so the weights depended on ``checkpoint_every``)."""
+    return copy.deepcopy(model)

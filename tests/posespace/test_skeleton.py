@@ -89,6 +89,11 @@ def test_character_frame_symmetry_and_signature(make_stick):
     assert not PoseRig(lopsided).frame.symmetric
     assert rig_signature(rig) == rig_signature(make_stick())
     assert rig_signature(rig) != rig_signature(lopsided)
+    # rest rotations count (another rest shape); a quaternion and its negative are one rotation
+    rot = rig.rest_rotations.copy()
+    rot[4] = axis_angle_to_quat(np.array([0.3, 0.0, 0.0]))
+    assert rig_signature(sim.Rig(names, rig.parents, rig.rest_translations, rot)) != rig_signature(rig)
+    assert rig_signature(sim.Rig(names, rig.parents, rig.rest_translations, -rig.rest_rotations)) == rig_signature(rig)
 
 
 def _root_relative(rig, motion):

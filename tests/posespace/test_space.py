@@ -304,6 +304,22 @@ def test_least_squares_keeps_poses_free_of_heading(trained):
     assert err.max() / pr.height < DLS_CONVERGED_TOL
 
 
+def test_least_squares_moves_the_active_joints_below_an_inactive_one():
+    """An inactive ancestor took the column of the next active joint, which then never moved (and one above every
+    active joint raised IndexError): a chain 0-1-2-3 with joint 1 frozen reaches (1, 0, 2) only by turning 2."""
+    from posespace._solvers import damped_least_squares_ik
+    from sim.rotations import quat_identity
+
+    rig = sim.Rig(["a", "b", "c", "d"], [-1, 0, 1, 2], np.array([[0, 0, 0], [0, 0, 1.0], [0, 0, 1.0], [0, 0, 1.0]]),
+                  quat_identity((4,)))  # fmt: skip
+    target = np.array([[[1.0, 0.0, 2.0]]])
+    local = damped_least_squares_ik(rig, quat_identity((1, 4)), np.array([True, False, True, False]), [3], target,
+                                    50, 0.1, np.zeros(3))  # fmt: skip
+    np.testing.assert_allclose(local[0, 1], [0, 0, 0, 1], atol=ORTHO_TOL)  # the frozen joint stays
+    pos, _ = sim.pose_motion(rig, sim.Motion(30.0, np.zeros((1, 3)), local))
+    np.testing.assert_allclose(pos[0, 3], target[0, 0], atol=IK_TOLERANCE)
+
+
 def test_interpolation_ends_at_the_inputs(trained):
     space, rig, ps, _, _ = trained
     a, b = ps.rigs[0].poses[0], ps.rigs[0].poses[30]
@@ -338,6 +354,36 @@ def test_unknown_skeleton_gets_default_validators(trained):
     assert space.sample_poses(other, 4, seed=0).shape == (4, other.joint_count, 6)
 
 
+def test_rest_rotations_tell_skeletons_apart_and_old_checkpoints_keep_theirs(trained, tmp_path):
+    """The signature ignored rest rotations: a rig that differs from the trained one only in a rest rotation (a
+    different rest shape) got its joint limits, and a PoseSet put its clips under the trained rig's encoding.
+    Checkpoints written before keep their calibrations, found by the legacy signature."""
+    from posespace.skeleton import legacy_rig_signature
+
+    space, rig, _, _, helpers = trained
+    rot = rig.rest_rotations.copy()
+    rot[4] = axis_angle_to_quat(np.array([0.0, 0.0, 0.5]))  # the upper arm's rest turned by 0.5 rad
+    turned = sim.Rig(rig.joint_names, rig.parents, rig.rest_translations, rot)
+    assert not space.is_known(turned)
+    assert space.validators(turned).calibration.limits.source == "default"
+    ps = PoseSet()
+    ps.add(rig, helpers.stick_walk(rig, 10), "walk", fps=None)
+    ps.add(turned, helpers.stick_walk(turned, 10), "walk_turned", fps=None)
+    assert len(ps.rigs) == 2
+    # a checkpoint keyed by the signature without rest rotations (written before they were hashed)
+    state = space.state()
+    del state["checksum"]  # re-keyed below: as a checkpoint from before checksums
+    (cal,) = state["calibrations"].values()
+    legacy = legacy_rig_signature(rig)
+    assert legacy != space.pose_rig(rig).signature and legacy == legacy_rig_signature(turned)
+    torch.save(dict(state, calibrations={legacy: cal}), tmp_path / "old.pt")
+    old = PoseSpace.load(tmp_path / "old.pt")
+    assert old.is_known(rig) and old.calibration_key(rig) == legacy
+    np.testing.assert_array_equal(
+        old.validators(rig).calibration.limits.swing, space.validators(rig).calibration.limits.swing
+    )
+
+
 def test_bad_arguments_are_named_before_the_model_runs(trained):
     """Wrong shapes, NaN, bad counts and bad settings raise ValueError naming the argument (they used to crash
     deep in torch/Warp, or silently index a pose of another skeleton)."""
@@ -358,6 +404,7 @@ def test_bad_arguments_are_named_before_the_model_runs(trained):
         (lambda: space.ik_poses(rig, {"left_hand": np.zeros((3, 3)), "head": np.zeros((2, 3))}), r"pose counts"),
         (lambda: space.with_sampling(steps=0), r"SamplingConfig.steps: must be an integer >= 1, got 0"),
         (lambda: space.with_sampling(interpolation_time=float("nan")), r"SamplingConfig.interpolation_time"),
+        (lambda: space.with_sampling(ik_damping=0.0), r"SamplingConfig.ik_damping: must be a finite number > 0"),
     ]  # fmt: skip
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
