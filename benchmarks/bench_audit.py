@@ -71,7 +71,7 @@ def main() -> None:
     points, _ = sim.skin_motion(rig, limb)
     checker = MeshSelfIntersection(mesh.triangles, mesh.points)
     t_bvh, res_bvh = best_time(lambda: checker.motion(points, "bvh", penetration=False), args.repeats)
-    t_bf, res_bf = best_time(lambda: checker.motion(points, "brute_force", penetration=False), 1)
+    t_bf, res_bf = best_time(lambda: checker.motion(points, "brute_force", penetration=False), args.repeats)
     same = all(np.array_equal(x.pairs, y.pairs) for x, y in zip(res_bvh.frames, res_bf.frames))
     print(
         f"self-intersection pair search, {F} frames: BVH {t_bvh:.3f} s, brute-force Warp {t_bf:.3f} s "

@@ -7,7 +7,10 @@ Run:  .venv/bin/python benchmarks/bench_render.py [--asset ../shared/assets/gltf
 One "frame" is one rendered image (one view of one time sample). Each timing covers the whole path the optimizer
 runs: FK + skinning (Warp, through ``sim.torch_ops.TorchRig``), follow cameras, shading, the Warp soft rasterizer
 and the ground, and for forward + backward also the gradient down to the joint rotations and root translation.
-The rasterizer alone (Warp kernels + binning) is timed separately. Best of ``--repeats`` after one warm-up; on CUDA
+The rasterizer alone (Warp kernels + binning) is timed separately, and at the smallest resolution against the dense
+torch reference the tests check it with (``distill._reference``, same formulas over every pixel x triangle, on
+``--reference-images`` images): the printed ratio is the baseline in the same run. Best of ``--repeats`` after one
+warm-up; on CUDA
 each timed call ends with a device synchronization (completion time, Warp's and torch's streams alike).
 The default asset is ``$KINEDISTILL_ASSETS/gltf/Fox.glb`` (``../shared/assets`` when the variable is unset).
 """
@@ -22,6 +25,7 @@ from pathlib import Path
 import torch
 
 from distill import CameraConfig, RasterSettings, RenderConfig, VideoRenderer, rasterize
+from distill._reference import rasterize_reference
 from distill.trajectory import body_root_joint
 from sim.torch_ops import TorchRig
 from usd_io import load_asset
@@ -57,6 +61,7 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--tile-size", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (Warp kernels are single-threaded)")
+    ap.add_argument("--reference-images", type=int, default=2, help="images the dense reference rasterizes")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     asset = load_asset(args.asset)
@@ -81,13 +86,18 @@ def main() -> None:
     print(f"device {dev} ({name}), torch threads {torch.get_num_threads()}, best of {args.repeats}")
     print()
     print(f"{'resolution':>10} {'forward fps':>12} {'fwd+bwd fps':>12} {'raster fwd fps':>15} {'raster f+b fps':>15}")
-    for res in (int(r) for r in args.resolutions.split(",")):
-        fps = bench_resolution(rig, trig, rot, trans, times, res, args)
+    resolutions = [int(r) for r in args.resolutions.split(",")]
+    for res in resolutions:
+        fps, ref_fps = bench_resolution(rig, trig, rot, trans, times, res, args, reference=res == min(resolutions))
         print(f"{f'{res}x{res}':>10} {fps[0]:12.1f} {fps[1]:12.1f} {fps[2]:15.1f} {fps[3]:15.1f}", flush=True)
+        if ref_fps is not None:
+            print(f"{'':>10} dense torch reference rasterizer, forward: {ref_fps:.2f} fps on {args.reference_images} "
+                  f"images: the Warp rasterizer is {fps[2] / ref_fps:.0f}x faster", flush=True)  # fmt: skip
 
 
-def bench_resolution(rig, trig, rot, trans, times, res: int, args) -> list[float]:
-    """Frames per second: full forward, full forward + backward, rasterizer forward, rasterizer f + b."""
+def bench_resolution(rig, trig, rot, trans, times, res: int, args, reference: bool) -> tuple[list[float], float | None]:
+    """Frames per second: (full forward, full forward + backward, rasterizer forward, rasterizer f + b), and the
+    dense reference rasterizer's forward when ``reference`` (None otherwise)."""
     dev, frames, pelvis = rot.device, rot.shape[0], body_root_joint(rig)
     azimuths = tuple(360.0 * k / args.views for k in range(args.views))
     cfg = RenderConfig(
@@ -128,7 +138,16 @@ def bench_resolution(rig, trig, rot, trans, times, res: int, args) -> list[float
             (out.rgb.square().mean() + out.alpha.mean()).backward()
 
     n = frames * args.views
-    return [n / best_of(lambda bw=bw, f=f: f(bw), args.repeats, dev) for f in (full, raster) for bw in (False, True)]
+    fps = [n / best_of(lambda bw=bw, f=f: f(bw), args.repeats, dev) for f in (full, raster) for bw in (False, True)]
+    if not reference or args.reference_images < 1:
+        return fps, None
+    k = min(args.reference_images, screen.shape[0])
+
+    def dense() -> None:
+        with torch.no_grad():
+            rasterize_reference(screen[:k], colors[:k], renderer.topology, res, res, cfg.raster)
+
+    return fps, k / best_of(dense, args.repeats, dev)
 
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@ would take; on a machine loaded by other jobs the wall-clock figure is lower). `
 default physics projection on the clip (its realtime factor counts the whole optimization; its rollout batches
 use every core the process may run on, so pin it with taskset for a one-core figure). Warp launches CPU kernels on
 the calling thread, so the other figures are single-core. ``--worlds`` also times W parallel worlds in one
-model (the projection's rollouts) in world-frames per second; ``--device cuda`` runs everything on the GPU (run it
-once with ``--device cpu`` in the same command for the baseline).
+model (the projection's rollouts) in world-frames per second, each against the first W; ``--device cuda`` runs
+everything on the GPU and times the captured CPU path in the same process as its baseline (printed as a ratio).
 """
 
 from __future__ import annotations
@@ -68,10 +68,27 @@ def time_frames(sim: CharacterSimulation, frames: int) -> tuple[float, float]:
     return time.perf_counter() - t0, time.process_time() - c0
 
 
+def rtf(ch, ref, n: int, repeats: int, device: str, capture: bool) -> tuple[float, float, int]:
+    """Realtime factor (wall, process CPU) of ``n`` frames of one world, best of ``repeats`` after a warm-up, and
+    the substeps per frame."""
+    F = ref.frame_count
+    sim = CharacterSimulation(ch, ref.fps, F, 1, SolverConfig(capture=bool(capture), device=device))
+    sim.set_targets(ref.coords.reshape(F, -1), ref.coord_rates.reshape(F, -1))
+    best_wall = best_cpu = np.inf
+    for _ in range(repeats):
+        sim.set_state(**initial_state(ref))
+        sim.step_frame()  # warm-up: kernel load (and capture)
+        sim.set_state(**initial_state(ref))
+        wall, cpu = time_frames(sim, n)
+        sim.body_state()  # waits for the device
+        best_wall, best_cpu = min(best_wall, wall), min(best_cpu, cpu)
+    return (n / ref.fps) / best_wall, (n / ref.fps) / best_cpu, sim.substeps
+
+
 def bench_worlds(ch, ref, n: int, repeats: int, device: str, worlds: list[int]) -> str:
     """World-frames per second of ``W`` parallel worlds (the projection's rollouts) on ``device``, captured."""
     F = ref.frame_count
-    parts = []
+    parts, rates = [], []
     for W in worlds:
         sim = CharacterSimulation(ch, ref.fps, F, W, SolverConfig(device=device))
         sim.set_targets(ref.coords.reshape(F, -1), ref.coord_rates.reshape(F, -1))
@@ -83,7 +100,9 @@ def bench_worlds(ch, ref, n: int, repeats: int, device: str, worlds: list[int]) 
             wall, _ = time_frames(sim, n)
             sim.body_state()  # waits for the device
             best = min(best, wall)
-        parts.append(f"W={W}: {W * n / best:,.0f} world-frames/s ({W * (n / ref.fps) / best:,.1f}x realtime in total)")
+        rates.append(W * n / best)
+        parts.append(f"W={W}: {rates[-1]:,.0f} world-frames/s ({W * (n / ref.fps) / best:,.1f}x realtime in total, "
+                     f"{rates[-1] / rates[0]:.1f}x W={worlds[0]}'s)")  # fmt: skip
     return f"{'':<16} {device}, captured: " + "; ".join(parts)
 
 
@@ -95,27 +114,18 @@ def bench_case(
     ch = build_character(ref_prep.rig, ref_prep.motion)
     ref = reference_trajectory(ch, ref_prep.motion)
     n = min(frames, ref.frame_count - 1)
-    F = ref.frame_count
-    results = {}
-    for mode, capture in (("captured", True), ("eager", False)):
-        sim = CharacterSimulation(ch, ref.fps, F, 1, SolverConfig(capture=capture, device=device))
-        sim.set_targets(ref.coords.reshape(F, -1), ref.coord_rates.reshape(F, -1))
-        best_wall = best_cpu = np.inf
-        for _ in range(repeats):
-            sim.set_state(**initial_state(ref))
-            sim.step_frame()  # warm-up: kernel load (and capture)
-            sim.set_state(**initial_state(ref))
-            wall, cpu = time_frames(sim, n)
-            sim.body_state()  # waits for the device
-            best_wall, best_cpu = min(best_wall, wall), min(best_cpu, cpu)
-        results[mode] = ((n / ref.fps) / best_wall, (n / ref.fps) / best_cpu)
-        substeps = sim.substeps
+    results = {mode: rtf(ch, ref, n, repeats, device, capture) for mode, capture in (("captured", 1), ("eager", 0))}
+    substeps = results["captured"][2]
     print(
         f"{name:<16} joints {rig.joint_count:>3}  bodies {ch.body_count:>3}  dofs {ch.dof_count:>3}  "
         f"{ref.fps:g} fps x {substeps} substeps (dt {1e3 / (ref.fps * substeps):.2f} ms)  "
         f"RTF captured {results['captured'][0]:5.1f}x wall / {results['captured'][1]:5.1f}x cpu, "
-        f"eager {results['eager'][0]:4.1f}x / {results['eager'][1]:4.1f}x  ({n} frames, {device})"
+        f"eager {results['eager'][0]:4.1f}x / {results['eager'][1]:4.1f}x, captured/eager "
+        f"{results['captured'][0] / results['eager'][0]:.2f}x wall  ({n} frames, {device})"
     )
+    if device != "cpu":  # the baseline: the same frames captured on the CPU, in this process
+        cpu = rtf(ch, ref, n, repeats, "cpu", True)
+        print(f"{'':<16} cpu captured {cpu[0]:5.1f}x wall: {device} / cpu {results['captured'][0] / cpu[0]:.2f}x")
     if worlds:
         print(bench_worlds(ch, ref, n, repeats, device, list(worlds)))
     if projection:
