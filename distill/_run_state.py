@@ -74,7 +74,8 @@ def read_checkpoint(path: Path, device: torch.device) -> dict:
         ResumeError: the file is not a readable distill checkpoint (truncated, another kind of file).
     """
     try:
-        state = torch.load(path, map_location=device, weights_only=False)
+        # tensors, dicts, lists, strings and numbers only: an unpickler that runs no code from the file
+        state = torch.load(path, map_location=device, weights_only=True)
     except Exception as e:  # unpickling a damaged file raises anything from EOFError to KeyError
         reason = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise ResumeError(

@@ -386,6 +386,8 @@ class Distiller:
         if resume and ckpt.is_file():
             start, log = self._load_checkpoint(ckpt)
         else:
+            if resume:  # e.g. a typo in --output, or a first run of a job that always passes --resume
+                warnings.warn(f"{ckpt}: no checkpoint to resume: starting from step 0", stacklevel=2)
             if ckpt.is_file() and not overwrite:
                 raise ResumeError(
                     f"{ckpt}: the folder holds an earlier run's checkpoint; continue it with --resume (resume=True), "
@@ -563,9 +565,16 @@ class Distiller:
                 f"{path}: checkpoint was written with another oracle target ({name(saved.get('oracle'))}; this run: "
                 f"{name(now['oracle'])})"
             )
-        if saved != now:
-            diff = sorted(_diff_keys(saved, now))
-            raise ResumeError(f"{path}: checkpoint was written with a different config (differs in: {', '.join(diff)})")
+        diff = sorted(_diff_keys(saved, now))
+        blocking = [k for k in diff if k not in RESUME_FREE_SETTINGS]
+        if blocking:
+            raise ResumeError(
+                f"{path}: checkpoint was written with a different config (differs in: {', '.join(blocking)}); "
+                "resume with the same settings or start afresh with another --output"
+            )
+        if diff:  # bookkeeping, where the weights are and how they run: allowed, said
+            changes = ", ".join(f"{k} {_dotted(saved, k)!r} -> {_dotted(now, k)!r}" for k in diff)
+            warnings.warn(f"{path}: resuming with changed settings: {changes}", stacklevel=3)
         try:
             self.trajectory.load_state_dict(state["trajectory"])
             self.optimizer.load_state_dict(state["optimizer"])
@@ -573,6 +582,22 @@ class Distiller:
         except (RuntimeError, ValueError, KeyError, TypeError) as e:
             reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise ResumeError(f"{path}: the checkpoint's state does not fit this run ({reason})") from None
+
+
+RESUME_FREE_SETTINGS = frozenset({
+    "optim.checkpoint_every", "optim.preview_every", "optim.preview_format", "optim.oracle_eval_every",
+    "guidance.model", "guidance.device", "guidance.allow_download", "guidance.dtype",
+})  # fmt: skip
+"""Settings a resumed run may change (with a warning): when it checkpoints, previews and evaluates the oracle
+(nothing of the optimization), where the model's weights are read from (a copy on a local disk; the same weights are
+the user's responsibility) and the dtype and device the model runs in (e.g. bfloat16 after a float16 overflow: the
+remaining steps then compute in the new dtype)."""
+
+
+def _dotted(d: dict, key: str):
+    for part in key.split("."):
+        d = d.get(part) if isinstance(d, dict) else None
+    return d
 
 
 def _diff_keys(a, b, prefix: str = "") -> list[str]:

@@ -91,6 +91,61 @@ def test_resume_refuses_a_different_config(tmp_path, make_chain):
         Distiller(rig, other, tmp_path, oracle_motion=target).run(resume=True, progress=False)
 
 
+def test_resume_accepts_bookkeeping_and_dtype_changes_with_a_warning(tmp_path, make_chain):
+    """A resume was refused for settings that change nothing of the optimization (checkpoint_every: a preempted
+    user wanting more checkpoints) and for the dtype the float16-overflow message itself recommends switching to."""
+    rig = make_chain()
+    cfg = _config("tiny", steps=4)
+    target = Motion.rest(rig, 5, 12.0)
+    unbroken = Distiller(rig, cfg, tmp_path / "unbroken").run(progress=False)
+
+    def stop_at_2(step, row):
+        if step == 2:
+            raise Crash
+
+    with pytest.raises(Crash):
+        Distiller(rig, cfg, tmp_path / "run").run(progress=False, callback=stop_at_2)
+    more = dataclasses.replace(cfg, optim=dataclasses.replace(cfg.optim, checkpoint_every=1, oracle_eval_every=3))
+    with pytest.warns(UserWarning, match=r"resuming with changed settings: optim\.checkpoint_every 2 -> 1, "
+                                         r"optim\.oracle_eval_every 25 -> 3"):  # fmt: skip
+        resumed = Distiller(rig, more, tmp_path / "run").run(resume=True, progress=False)
+    assert resumed.steps_run == 2  # and it ends where the unbroken run ends
+    np.testing.assert_allclose(resumed.motion.rotations, unbroken.motion.rotations, atol=RESUME_TOL)
+    # the dtype the model runs in may change too; a setting of the optimization may not
+    Distiller(rig, cfg, tmp_path / "oracle", oracle_motion=target).run(progress=False)
+    as_f32 = dataclasses.replace(cfg, guidance=dataclasses.replace(cfg.guidance, dtype="float32"))
+    with pytest.warns(UserWarning, match=r"guidance\.dtype 'auto' -> 'float32'"):
+        Distiller(rig, as_f32, tmp_path / "oracle", oracle_motion=target).run(resume=True, progress=False)
+    faster = dataclasses.replace(as_f32, optim=dataclasses.replace(cfg.optim, lr_rotation=0.5))
+    with pytest.raises(ResumeError, match=r"differs in: optim\.lr_rotation\); resume with the same settings"):
+        Distiller(rig, faster, tmp_path / "oracle", oracle_motion=target).run(resume=True, progress=False)
+
+
+def test_resume_without_a_checkpoint_says_it_starts_afresh(tmp_path, make_chain):
+    rig = make_chain()
+    d = Distiller(rig, _config("oracle", steps=1), tmp_path / "typo", oracle_motion=Motion.rest(rig, 5, 12.0))
+    with pytest.warns(UserWarning, match=r"typo/checkpoint\.pt: no checkpoint to resume: starting from step 0"):
+        assert d.run(resume=True, progress=False).steps_run == 1
+
+
+def test_checkpoints_load_without_running_code_from_the_file(tmp_path, make_chain):
+    """The checkpoint was unpickled in full: a file that came with a run folder ran its code on --resume."""
+    rig = make_chain()
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    torch.save(
+        {"step": 1, "trajectory": {}, "optimizer": {}, "log": [], "config": Payload()}, tmp_path / "checkpoint.pt"
+    )
+    d = Distiller(rig, _config("oracle", steps=2), tmp_path, oracle_motion=Motion.rest(rig, 5, 12.0))
+    with pytest.raises(ResumeError, match="not a readable distill checkpoint"):
+        d.run(resume=True, progress=False)
+    assert not marker.exists()
+
+
 def test_oracle_run_recovers_a_known_motion_and_writes_outputs(tmp_path, make_chain, make_motion):
     """From the rest pose, SDS with the oracle teacher (through the identity pixel VAE) recovers a bending motion of
     the 3-joint tube, and the run folder holds every output."""
