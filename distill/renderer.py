@@ -193,6 +193,26 @@ class VideoRenderer:
         else:
             albedo = np.full((mesh.vertex_count, 3), 0.8)
         self.albedo = torch.as_tensor(albedo, dtype=torch.float32, device=self.device)
+        self._check_eye_above_ground()
+
+    def _check_eye_above_ground(self) -> None:
+        """ValueError naming ``CameraConfig.elevation_deg`` when the cameras sit at or below the ground (the ground
+        then renders as one flat colour seen from beneath), with the lowest elevation that works."""
+        cam = self.config.camera
+        one = torch.zeros(1, 3, dtype=torch.float64)
+        cams = follow_cameras(one, one[:, 0], cam, self.frame_radius, self.body_height, self.lowest_z,
+                              self.config.height, self.config.width)  # fmt: skip
+        eye_z = float(cams.eye[..., 2].min())  # the same on every frame: the look-at height is fixed
+        if eye_z > self.ground_z:
+            return
+        target_z = self.lowest_z + cam.look_at_height * self.body_height
+        dist = float(torch.linalg.vector_norm(cams.eye[0, 0] - torch.tensor([0.0, 0.0, target_z], dtype=one.dtype)))
+        ratio = (self.ground_z - target_z) / dist
+        lowest = f"above {math.degrees(math.asin(ratio)):.1f} deg" if -1.0 < ratio < 1.0 else "a higher look_at_height"
+        raise ValueError(
+            f"CameraConfig.elevation_deg: {cam.elevation_deg:g} deg puts the cameras {self.ground_z - eye_z:.3g} m "
+            f"below the ground plane (the ground would render as one flat colour seen from beneath); use {lowest}"
+        )
 
     def body_centre(self, root: torch.Tensor) -> torch.Tensor:
         """The body centre's world path (F, 3) from the body root's world transforms (F, 7) (position, quat xyzw);

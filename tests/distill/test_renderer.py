@@ -222,3 +222,22 @@ def test_trajectory_starts_at_the_init_motion(make_chain):
         pose = traj()
     np.testing.assert_allclose(pose.rotations, np.broadcast_to(rig.rest_rotations, (3, rig.joint_count, 4)), atol=1e-6)
     np.testing.assert_allclose(pose.root_translation, np.broadcast_to(rig.rest_translations[0], (3, 3)), atol=1e-6)
+
+
+def test_a_camera_below_the_ground_is_refused_with_the_lowest_elevation_that_works():
+    """A negative elevation could put the cameras under the ground plane: the ground rendered as one flat colour
+    (bottom rows of one value) and the video model was shown the character from beneath, without a word."""
+    rig = load_asset("procedural:quadruped").rig
+    with pytest.raises(ValueError, match=r"CameraConfig\.elevation_deg: -20 deg puts the cameras .* below the ground"):
+        VideoRenderer(rig, RenderConfig(camera=CameraConfig(elevation_deg=-20.0)))
+    with pytest.raises(ValueError) as e:
+        VideoRenderer(rig, RenderConfig(camera=CameraConfig(elevation_deg=-10.0)))
+    lowest = float(str(e.value).rsplit("use above ", 1)[1].split(" deg")[0])
+    # the elevation named works, and the ground seen from just above it has its checkerboard
+    cfg = RenderConfig(width=32, height=32, camera=CameraConfig(elevation_deg=lowest + 0.5))
+    renderer = VideoRenderer(rig, cfg)
+    pose = Motion.rest(rig, 1, 12.0)
+    cams = renderer.cameras(torch.as_tensor(pose.root_translations, dtype=torch.float32), torch.zeros(1))
+    assert float(cams.eye[..., 2].min()) > renderer.ground_z
+    bottom = renderer.ground(cams)[0, 0, -8:].reshape(-1, 3)
+    assert len(torch.unique(bottom, dim=0)) > 10
