@@ -56,10 +56,11 @@ def ground_penetration_kernel(
     depth_out: wp.array2d[wp.float64],
     penalty_out: wp.array[wp.float64],
 ):
-    """Depth below the ground ``max(0, h - z)`` per point, and the per-frame penalty ``sum depth^2``."""
+    """Depth below the ground ``max(0, h - z)`` per point, and the per-frame penalty ``sum depth^2`` (NaN where a
+    point is NaN)."""
     f, v = wp.tid()
     d = ground_height - points[f, v][2]
-    if d > wp.float64(0.0):
+    if d > wp.float64(0.0) or wp.isnan(d):  # a NaN point makes a NaN penalty (a diverged optimization shows)
         depth_out[f, v] = d
         wp.atomic_add(penalty_out, f, d * d)
 
@@ -88,6 +89,6 @@ def capsule_penetration_kernel(
     delta = cp - cq
     dist = wp.sqrt(wp.dot(delta, delta) + DISTANCE_EPS)
     pen = radii[i] + radii[j] - dist
-    if pen > wp.float64(0.0):
+    if pen > wp.float64(0.0) or wp.isnan(pen):  # NaN input: a NaN penalty, not 0
         depth_out[f, k] = pen
         wp.atomic_add(penalty_out, f, pen * pen)

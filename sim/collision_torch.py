@@ -3,7 +3,9 @@
 ``ground_penetration_penalty(points)`` and ``capsule_penetration_penalty(seg_a, seg_b, radii, pairs)`` return
 per-frame penalties (sum of squared penetration depths [m^2]) as differentiable torch tensors, computed by the
 Warp kernels of :mod:`sim.collision` in float64 (inputs of other float types are cast, gradients cast back).
-Leading batch dimensions are flattened into frames.
+Leading batch dimensions are flattened into frames. Unlike the NumPy API, which refuses them, non-finite inputs are
+not checked here (no device sync per step): a NaN point or segment makes its frame's penalty NaN, so a diverging
+optimization's finite-loss check sees it (it read as 0: no penetration, no gradient).
 """
 
 from __future__ import annotations

@@ -156,7 +156,8 @@ def intersection_segments(points, triangles, pairs) -> np.ndarray:
     """End points of the intersection segment of each intersecting face pair [m], shape (n, 2, 3).
 
     NumPy version of the kernels' plane-interval construction, for the few pairs a frame has (contours for
-    plots and depth bounds). Pairs that do not intersect get a zero-length segment.
+    plots and depth bounds), with the kernels' on-plane tolerance. Pairs that do not intersect get a zero-length
+    segment at the centroid of their first face.
     """
     P = np.asarray(points, dtype=np.float64)
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
@@ -164,13 +165,17 @@ def intersection_segments(points, triangles, pairs) -> np.ndarray:
         return np.zeros((0, 2, 3))
     A = P[np.asarray(triangles)[pairs[:, 0]]]
     B = P[np.asarray(triangles)[pairs[:, 1]]]
-    na = np.cross(A[:, 1] - A[:, 0], A[:, 2] - A[:, 0])
-    nb = np.cross(B[:, 1] - B[:, 0], B[:, 2] - B[:, 0])
-    axis = np.cross(na, nb)
-    axis /= np.maximum(np.linalg.norm(axis, axis=1, keepdims=True), 1e-300)
+    unit = lambda v: v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-300)  # noqa: E731
+    na = unit(np.cross(A[:, 1] - A[:, 0], A[:, 2] - A[:, 0]))
+    nb = unit(np.cross(B[:, 1] - B[:, 0], B[:, 2] - B[:, 0]))
+    axis = unit(np.cross(na, nb))
+    # the kernel's snap: plane distances within PLANE_EPS x the pair's longest edge are on the plane
+    edges = np.concatenate([X[:, [1, 2, 2]] - X[:, [0, 0, 1]] for X in (A, B)], axis=1)
+    eps = K.PLANE_EPS * np.linalg.norm(edges, axis=-1).max(axis=1)
 
     def crossing(X, n, origin):
         d = np.einsum("nkc,nc->nk", X - origin[:, None], n)
+        d = np.where(np.abs(d) <= eps[:, None], 0.0, d)
         lo = np.full(len(X), np.inf)
         hi = np.full(len(X), -np.inf)
         plo = np.zeros((len(X), 3))
@@ -196,7 +201,9 @@ def intersection_segments(points, triangles, pairs) -> np.ndarray:
     s1 = np.maximum(s1, s0)
     base = pa - axis * np.einsum("nc,nc->n", pa, axis)[:, None]
     seg = np.stack([base + axis * s0[:, None], base + axis * s1[:, None]], axis=1)
-    return np.where(np.isfinite(seg), seg, 0.0)
+    # a pair without a crossing: a point of A (the origin could cap depths near it and drew a contour there)
+    found = np.isfinite(seg).all(axis=(1, 2))
+    return np.where(found[:, None, None], seg, A.mean(axis=1)[:, None])
 
 
 def _point_segment_distance(p: np.ndarray, seg: np.ndarray) -> np.ndarray:

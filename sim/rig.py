@@ -214,6 +214,8 @@ class Rig:
                 raise RigError(f"meshes: expected SkinnedMesh, got {type(m).__name__}")
             if m.influence_joints.size and m.influence_joints.max() >= count:
                 raise RigError(f"mesh {m.name!r} influence_joints: index {m.influence_joints.max()} >= {count} joints")
+            if m.influence_joints.size and m.influence_joints.min() < 0:  # NumPy would wrap it to the last joint
+                raise RigError(f"mesh {m.name!r} influence_joints: negative index {m.influence_joints.min()}")
 
     # -- topology ---------------------------------------------------------------------------------------
     @property

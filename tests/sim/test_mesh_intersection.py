@@ -149,3 +149,30 @@ def test_fox_clips_agree_with_brute_force_on_every_frame(assets_dir):
             _compare_with_reference(checker, p)
             frames_tested += 1
     assert frames_tested == sum(c.frame_count for c in asset.clips.values())
+
+
+def test_contour_segments_agree_with_the_kernel_when_an_edge_lies_in_the_other_plane():
+    """A face whose edge lies in the other face's plane, turned so its plane distances are ~1e-17 instead of 0: the
+    kernel snaps them and reports the 0.6 m edge; the NumPy contour took an arbitrary part of it, or found no
+    crossing and put the segment at the world origin."""
+    from sim.rotations import quat_to_matrix
+
+    rng = np.random.default_rng(3)
+    a = np.array([[-0.3, 0, 0], [0.3, 0, 0], [0, 1, 0]])  # its first edge lies in B's plane y = 0
+    b = np.array([[-1, 0, -1], [1, 0, -1], [0, 0, 1]])
+    tris = np.array([[0, 1, 2], [3, 4, 5]])
+    config = SelfIntersectionConfig(ring_count=0, rest_clearance_rel=0)
+    compared = 0
+    for _ in range(20):
+        rot, offset = quat_to_matrix(rng.normal(size=4)), np.array([5.0, 3.0, 1.0])
+        pts = np.concatenate([a, b]) @ rot.T + offset
+        rest = pts + np.array([[0, 0, 0]] * 3 + [[0, 0, 10]] * 3)  # apart at rest: the pair is checked
+        frame = MeshSelfIntersection(tris, rest, config).frame(pts, penetration=False)
+        if not len(frame.pairs):  # round-off may put the edge on either side: then neither reports it
+            continue
+        compared += 1
+        seg = intersection_segments(pts, tris, frame.pairs)[0]
+        assert np.linalg.norm(seg[1] - seg[0]) == pytest.approx(frame.lengths[0], abs=LENGTH_TOL)
+        edge = a[:2] @ rot.T + offset
+        np.testing.assert_allclose(sorted(map(tuple, seg)), sorted(map(tuple, edge)), atol=1e-9)
+    assert compared >= 5

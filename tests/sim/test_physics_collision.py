@@ -149,3 +149,18 @@ def test_torch_penalties_gradcheck(rng):
     np.testing.assert_allclose(
         out.detach().numpy().ravel(), ground_penetration(pts.detach().numpy().reshape(6, 10, 3), 0.01)[1]
     )
+
+
+def test_torch_penalties_pass_nan_through():
+    """A NaN point or segment read as no penetration (penalty 0, gradient 0), hiding a diverging optimization; the
+    other frames keep their values."""
+    torch = pytest.importorskip("torch")
+    from sim.collision_torch import capsule_penetration_penalty, ground_penetration_penalty
+
+    pts = torch.tensor([[[0.0, 0.0, -0.5], [0.0, 0.0, 1.0]], [[0.0, 0.0, float("nan")], [0.0, 0.0, 1.0]]])
+    pen = ground_penetration_penalty(pts)
+    assert pen[0].item() == pytest.approx(0.25) and torch.isnan(pen[1])
+    seg_a = torch.tensor([[[0.0, 0.0, 0.0], [0.1, 0.0, 0.0]], [[float("nan"), 0.0, 0.0], [0.1, 0.0, 0.0]]])
+    seg_b = seg_a + torch.tensor([0.0, 0.0, 1.0])
+    pen = capsule_penetration_penalty(seg_a, seg_b, torch.tensor([0.1, 0.1]), torch.tensor([[0, 1]]))
+    assert pen[0].item() == pytest.approx(0.01, rel=1e-6) and torch.isnan(pen[1])

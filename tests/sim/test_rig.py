@@ -77,6 +77,10 @@ def test_mesh_validation():
     mesh = SkinnedMesh("m", np.eye(3), [[0, 1, 2]], [[0], [1], [4]], [[1.0], [1.0], [1.0]])
     with pytest.raises(RigError, match="index 4 >= 3 joints"):
         chain_rig(meshes=[mesh])
+    # a negative index was accepted (NumPy wraps it to the last joint) and failed later blaming "another rig"
+    mesh = SkinnedMesh("m", np.eye(3), [[0, 1, 2]], [[0], [1], [-1]], [[1.0], [1.0], [1.0]])
+    with pytest.raises(RigError, match="mesh 'm' influence_joints: negative index -1"):
+        chain_rig(meshes=[mesh])
 
 
 def test_weights_renormalized_with_warning_and_padding_ignored():
