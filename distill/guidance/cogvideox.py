@@ -46,7 +46,10 @@ class GuidanceCogVideoX(VideoSDS):
         self.register_buffer("alphas_cumprod", torch.as_tensor(scheduler.alphas_cumprod, dtype=torch.float64))
         self.prediction_type = scheduler.config.prediction_type
         if self.prediction_type not in ("v_prediction", "epsilon"):
-            raise ValueError(f"scheduler prediction_type {self.prediction_type!r} is not supported")
+            raise ValueError(
+                f"scheduler: {type(scheduler).__name__} has prediction_type {self.prediction_type!r}, expected "
+                "'v_prediction' or 'epsilon' (CogVideoX needs its DDPM-family scheduler, e.g. CogVideoXDDIMScheduler)"
+            )
         self.prompt_embeds = prompt_embeds
         if negative_prompt_embeds is None:
             negative_prompt_embeds = torch.zeros_like(prompt_embeds)

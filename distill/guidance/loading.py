@@ -16,7 +16,11 @@ random-weight CogVideoX-2b step took ~23 s and ~9 GB (field notes); the tiny mod
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
+import logging
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,11 +130,48 @@ FAMILY_CLASSES = {
 }
 """Per model family: the transformer class in ``transformer/config.json`` and the pipeline class prefix in
 ``model_index.json``."""
+FAMILY_COMPONENTS = {
+    "cogvideox": (("vae", "config.json", "_class_name", ("AutoencoderKLCogVideoX",)),
+                  ("text_encoder", "config.json", "model_type", ("t5",))),
+    "wan": (("vae", "config.json", "_class_name", ("AutoencoderKLWan",)),
+            ("text_encoder", "config.json", "model_type", ("umt5",))),
+}  # fmt: skip
+"""Per model family: (subfolder, config file, field, accepted values) of the components that must be the family's
+own (a CogVideoX VAE in a Wan folder loaded with its tensors left on the meta device; a UMT5 text encoder in a
+CogVideoX folder loaded as T5 with only a warning)."""
+SCHEDULER_CLASSES = {
+    "cogvideox": ("CogVideoXDDIMScheduler", "CogVideoXDPMScheduler"),
+    "wan": ("UniPCMultistepScheduler", "FlowMatchEulerDiscreteScheduler", "DPMSolverMultistepScheduler"),
+}
+"""Per model family: the scheduler classes ``scheduler/scheduler_config.json`` may name (CogVideoX's DDPM-family
+schedulers; Wan's flow-matching ones, which carry a ``flow_shift`` / ``shift``)."""
+COGVIDEOX_PREDICTION_TYPES = ("v_prediction", "epsilon")
+"""Prediction types :class:`GuidanceCogVideoX` converts to a noise estimate."""
+MISSING_TENSORS_SHOWN = 5
+"""How many of a checkpoint's missing tensors an error names."""
 TOKENIZER_FILES = ("spiece.model", "tokenizer.json")
 """A tokenizer folder needs one of these vocabularies (an empty folder made transformers build a T5 tokenizer
 without one, which turned every prompt into <unk>)."""
 MAX_UNKNOWN_FRACTION = 0.5
 """A prompt whose tokens are more than this fraction <unk> is refused (the tokenizer cannot read it)."""
+
+
+def _read_config(path: Path) -> dict:
+    """A JSON config file's contents ({} when it holds no JSON object).
+
+    Raises:
+        GuidanceModelError: the file cannot be read or is not valid JSON (named).
+    """
+    try:
+        data = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise GuidanceModelError(
+            f"{path}: not a valid JSON file ({type(e).__name__}: {e}); the file is there but unreadable (truncated or "
+            "corrupt?): download it again"
+        ) from None
+    except OSError as e:
+        raise GuidanceModelError(f"{path}: unreadable ({type(e).__name__}: {e}); corrupt? download it again") from None
+    return data if isinstance(data, dict) else {}
 
 
 def _read_class_name(path: Path) -> str | None:
@@ -139,11 +180,70 @@ def _read_class_name(path: Path) -> str | None:
     Raises:
         GuidanceModelError: the file is not valid JSON.
     """
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise GuidanceModelError(f"{path}: unreadable ({type(e).__name__}: {e}); corrupt? download it again") from None
-    return data.get("_class_name") if isinstance(data, dict) else None
+    return _read_config(path).get("_class_name")
+
+
+def _download_hint(hub_id: str, subfolder: str) -> str:
+    return f"`hf download {hub_id} --include '{subfolder}/*' --local-dir DIR`"
+
+
+def _check_components(path: Path, preset: ModelPreset, kind: str) -> None:
+    """Refuses a folder whose VAE or text encoder config names another model's component (a mixed folder)."""
+    for sub, file, key, expected in FAMILY_COMPONENTS[preset.family]:
+        config = path / sub / file
+        value = _read_config(config).get(key) if config.is_file() else None
+        if value is not None and value not in expected:
+            raise GuidanceModelError(
+                f"{config}: {key} is {value!r}, expected {' or '.join(map(repr, expected))} for {kind} (a component "
+                f"of another model?): download {sub}/ again ({_download_hint(preset.hub_id, sub)})"
+            )
+
+
+def _check_scheduler_config(config: dict, preset: ModelPreset, where: str, kind: str) -> None:
+    """Refuses a scheduler config of another model family, or a Wan one without a usable flow shift (a CogVideoX
+    DDIM config in a Wan folder loaded silently with flow shift 1.0).
+
+    Args:
+        config: the raw contents of ``scheduler/scheduler_config.json``.
+        preset: the model being loaded.
+        where: the file, for the message.
+        kind: the guidance kind, for the message.
+    """
+    hint = f"download scheduler/ again ({_download_hint(preset.hub_id, 'scheduler')})"
+    expected = SCHEDULER_CLASSES[preset.family]
+    name = config.get("_class_name")
+    if name is not None and name not in expected:
+        raise GuidanceModelError(
+            f"{where}: _class_name is {name!r}, expected {' or '.join(expected)} for {kind} (a scheduler of another "
+            f"model?): {hint}"
+        )
+    prediction = config.get("prediction_type")
+    if preset.family == "cogvideox":
+        if prediction is not None and prediction not in COGVIDEOX_PREDICTION_TYPES:
+            accepted = " or ".join(map(repr, COGVIDEOX_PREDICTION_TYPES))
+            raise GuidanceModelError(
+                f"{where}: prediction_type is {prediction!r}, expected {accepted} for {kind}: {hint}"
+            )
+        return
+    if prediction is not None and prediction != "flow_prediction":
+        raise GuidanceModelError(
+            f"{where}: prediction_type is {prediction!r}, expected 'flow_prediction' for {kind} (a flow-matching "
+            f"scheduler): {hint}"
+        )
+    key = next((k for k in ("flow_shift", "shift") if k in config), None)
+    if key is None:
+        raise GuidanceModelError(
+            f"{where}: no flow shift (neither flow_shift nor shift), expected one for {kind} (Wan 2.1: flow_shift "
+            f"3.0): {hint}"
+        )
+    value = config[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
+        raise GuidanceModelError(f"{where}: {key} is {value!r}, expected a finite number > 0 for {kind}: {hint}")
+    if config.get("use_dynamic_shifting"):
+        raise GuidanceModelError(
+            f"{where}: use_dynamic_shifting is true, expected false for {kind} (the SDS noise levels use the fixed "
+            f"{key}): {hint}"
+        )
 
 
 def _resolve(source: str, preset: ModelPreset, kind: str) -> str:
@@ -174,6 +274,7 @@ def _resolve(source: str, preset: ModelPreset, kind: str) -> str:
         raise GuidanceModelError(
             f"--guidance-model {source!r}: not a {kind} folder ({'; '.join(found)}, expected {transformer_cls}){hint}"
         )
+    _check_components(path, preset, kind)
     if not any((path / "tokenizer" / f).is_file() for f in TOKENIZER_FILES):
         raise GuidanceModelError(
             f"--guidance-model {source!r}: tokenizer/ holds no vocabulary (neither {' nor '.join(TOKENIZER_FILES)}); "
@@ -200,10 +301,47 @@ MISSING_MARKERS = (
 """Phrases of from_pretrained's errors that mean the files are absent (anything else: present but unreadable)."""
 
 
+MISMATCH_MARKERS = ("Error(s) in loading state_dict", "ignore_mismatched_sizes")
+"""Phrases of the RuntimeErrors diffusers / transformers raise for a checkpoint whose tensors have other shapes."""
+
+
+class _MissingWeightsFilter(logging.Filter):
+    """Drops diffusers' / transformers' missing-weights warnings ("You should probably TRAIN this model"): a model
+    with missing tensors is refused by :func:`_check_complete` with a message that names the folder instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        diffusers_missing = (
+            "were not initialized from the model checkpoint" in message and "newly initialized:" in message
+        )
+        transformers_missing = "LOAD REPORT" in message and "MISSING" in message
+        return not (diffusers_missing or transformers_missing)
+
+
+MISSING_WEIGHTS_LOGGERS = ("diffusers.models.modeling_utils", "transformers.modeling_utils")
+"""The loggers that report a checkpoint's missing tensors."""
+
+
+@contextlib.contextmanager
+def _missing_weights_warnings_dropped():
+    dropped = _MissingWeightsFilter()
+    for name in MISSING_WEIGHTS_LOGGERS:
+        logging.getLogger(name).addFilter(dropped)
+    try:
+        yield
+    finally:
+        for name in MISSING_WEIGHTS_LOGGERS:
+            logging.getLogger(name).removeFilter(dropped)
+
+
 def _load(cls, source: str, subfolder: str, cfg: GuidanceConfig, kind: str, hub_id: str, **kw):
     download = f"`hf download {hub_id} --local-dir DIR`"
+    is_module = isinstance(cls, type) and issubclass(cls, torch.nn.Module)
+    if is_module:  # (model, {"missing_keys": ...}): the tensors the checkpoint lacks
+        kw["output_loading_info"] = True
     try:
-        return cls.from_pretrained(source, subfolder=subfolder, local_files_only=not cfg.allow_download, **kw)
+        with _missing_weights_warnings_dropped():
+            loaded = cls.from_pretrained(source, subfolder=subfolder, local_files_only=not cfg.allow_download, **kw)
     except OSError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if any(m in str(e).lower() for m in MISSING_MARKERS):  # the weights are not there
@@ -221,12 +359,41 @@ def _load(cls, source: str, subfolder: str, cfg: GuidanceConfig, kind: str, hub_
             f"cannot load the {kind} {subfolder} from {source!r}: {type(e).__name__}: {_one_line(e)}"
         ) from None
     except Exception as e:  # safetensors' own errors (a truncated file read by transformers) are not OSErrors
+        if isinstance(e, RuntimeError) and any(m in str(e) for m in MISMATCH_MARKERS):  # another model's tensors
+            raise GuidanceModelError(
+                f"cannot load the {kind} {subfolder} from {source!r}: {_one_line(e)} The checkpoint's tensors do not "
+                f"fit {getattr(cls, '__name__', cls)} (weights of another model or version?): download {subfolder}/ "
+                f"again ({_download_hint(hub_id, subfolder)})"
+            ) from None
         if not type(e).__module__.startswith("safetensors"):
             raise
         raise GuidanceModelError(
             f"cannot load the {kind} {subfolder} from {source!r}: {type(e).__name__}: {_one_line(e)}. The weights "
             f"are there but unreadable (truncated or corrupt?): download them again ({download})"
         ) from None
+    if not is_module:
+        return loaded
+    model, info = loaded
+    _check_complete(model, info, source, subfolder, kind, hub_id)
+    return model
+
+
+def _check_complete(model: torch.nn.Module, info: dict, source: str, subfolder: str, kind: str, hub_id: str) -> None:
+    """Refuses a model whose checkpoint lacked some of its tensors.
+
+    diffusers leaves them on the meta device (the next ``.to(device)`` raised ``NotImplementedError: Cannot copy out
+    of meta tensor``, naming nothing); transformers initialises them randomly with only a warning.
+    """
+    meta = [n for n, t in itertools.chain(model.named_parameters(), model.named_buffers()) if t.is_meta]
+    missing = list(dict.fromkeys([*meta, *sorted((info or {}).get("missing_keys") or ())]))
+    if not missing:
+        return
+    shown = ", ".join(missing[:MISSING_TENSORS_SHOWN]) + (", ..." if len(missing) > MISSING_TENSORS_SHOWN else "")
+    raise GuidanceModelError(
+        f"cannot load the {kind} {subfolder} from {source!r}: {source}/{subfolder} lacks {len(missing)} of the "
+        f"{len(model.state_dict())} tensors of {type(model).__name__} ({shown}): the weights are incomplete or of "
+        f"another model or version; download {subfolder}/ again ({_download_hint(hub_id, subfolder)})"
+    )
 
 
 def _one_line(e: BaseException) -> str:
@@ -314,6 +481,9 @@ def _build_released(cfg: GuidanceConfig, preset: ModelPreset, prompt: str, dev: 
 
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     source = _resolve(cfg.model or preset.hub_id, preset, cfg.kind)
+    scheduler_config, scheduler_where = _scheduler_config(source, cfg)
+    if scheduler_config is not None:  # before the big loads: a wrong scheduler fails at once
+        _check_scheduler_config(scheduler_config, preset, scheduler_where, cfg.kind)
     dtype = _dtype(cfg.dtype, preset, dev)
     load = lambda cls, sub, **kw: _load(cls, source, sub, cfg, cfg.kind, preset.hub_id, **kw)  # noqa: E731
     prompts = [prompt, cfg.negative_prompt]
@@ -338,21 +508,25 @@ def _build_released(cfg: GuidanceConfig, preset: ModelPreset, prompt: str, dev: 
     transformer = load(diffusers.WanTransformer3DModel, "transformer", torch_dtype=dtype).to(dev)
     # Wan's VAE is kept in float32 as its pipeline does
     vae = load(diffusers.AutoencoderKLWan, "vae", torch_dtype=torch.float32).to(dev)
-    scheduler_cls = getattr(diffusers, _scheduler_class(source, cfg), diffusers.FlowMatchEulerDiscreteScheduler)
+    scheduler_cls = getattr(diffusers, _scheduler_class(source, cfg, scheduler_config))
     scheduler = load(scheduler_cls, "scheduler")
     return GuidanceWan(
         transformer, vae, scheduler, emb[:1], emb[1:], model_size=_model_size(cfg), vae_tiling=cfg.vae_tiling, **common
     )
 
 
-def _scheduler_class(source: str, cfg: GuidanceConfig) -> str:
-    """The scheduler class named in the source's scheduler config: a local folder's file, or (hub ids) the config
-    in the local Hugging Face cache; UniPC (Wan 2.1's) when neither can be read."""
-    import json
+def _scheduler_config(source: str, cfg: GuidanceConfig) -> tuple[dict | None, str]:
+    """The raw ``scheduler/scheduler_config.json`` of the source (a local folder's file, or for hub ids the config
+    in the local Hugging Face cache) and where it is, for messages; None when it cannot be found (loading the
+    scheduler then reports the missing files).
 
+    Raises:
+        GuidanceModelError: a local file is unreadable or not valid JSON (named).
+    """
     path = Path(source) / "scheduler" / "scheduler_config.json"
     if path.is_file():
-        return json.loads(path.read_text()).get("_class_name", "FlowMatchEulerDiscreteScheduler")
+        return _read_config(path), str(path)
+    where = f"{source}/scheduler/scheduler_config.json (Hugging Face cache)"
     try:
         import warnings
 
@@ -363,6 +537,18 @@ def _scheduler_class(source: str, cfg: GuidanceConfig) -> str:
             config = UniPCMultistepScheduler.load_config(
                 source, subfolder="scheduler", local_files_only=not cfg.allow_download
             )  # reads scheduler_config.json whatever the class
-        return str(config.get("_class_name", "UniPCMultistepScheduler"))
     except (OSError, ValueError):  # not cached: loading the scheduler itself reports the missing weights
+        return None, where
+    return (dict(config) if isinstance(config, dict) else None), where
+
+
+def _scheduler_class(source: str, cfg: GuidanceConfig, config: dict | None = None) -> str:
+    """The scheduler class named in the source's scheduler config (``config`` when already read, else read by
+    :func:`_scheduler_config`); UniPC (Wan 2.1's) when it cannot be read, FlowMatchEulerDiscreteScheduler for a
+    config with ``shift`` but no class name."""
+    if config is None:
+        config = _scheduler_config(source, cfg)[0]
+    if config is None:
         return "UniPCMultistepScheduler"
+    default = "FlowMatchEulerDiscreteScheduler" if "shift" in config else "UniPCMultistepScheduler"
+    return str(config.get("_class_name") or default)

@@ -65,13 +65,34 @@ def checkpointed_wan_encode(vae, x: torch.Tensor) -> torch.Tensor:
 
 
 def flow_shift(scheduler) -> float:
-    """The sigma shift of a diffusers flow scheduler config (1.0 when it has none)."""
+    """The sigma shift of a diffusers flow scheduler config (``flow_shift``, else ``shift``).
+
+    Raises:
+        ValueError: the scheduler is not a flow-matching one (a ``prediction_type`` other than 'flow_prediction', or
+            no shift: a CogVideoX DDIM scheduler here silently gave shift 1.0), or the shift is not a finite number
+            > 0.
+    """
     cfg = scheduler.config
+    get = (lambda key: cfg.get(key)) if hasattr(cfg, "get") else (lambda key: getattr(cfg, key, None))
+    name = type(scheduler).__name__
+    prediction = get("prediction_type")
+    if prediction is not None and prediction != "flow_prediction":
+        raise ValueError(
+            f"scheduler: {name} has prediction_type {prediction!r}, expected 'flow_prediction' (Wan needs a "
+            "flow-matching scheduler, e.g. UniPCMultistepScheduler(prediction_type='flow_prediction', "
+            "use_flow_sigmas=True, flow_shift=3.0) or FlowMatchEulerDiscreteScheduler(shift=3.0))"
+        )
     for key in ("flow_shift", "shift"):
-        value = cfg.get(key) if hasattr(cfg, "get") else getattr(cfg, key, None)
-        if value is not None:
-            return float(value)
-    return 1.0
+        value = get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < float("inf")):
+            raise ValueError(f"scheduler: {name} has {key} {value!r}, expected a finite number > 0")
+        return float(value)
+    raise ValueError(
+        f"scheduler: {name} has no flow shift (neither flow_shift nor shift in its config); Wan needs a "
+        "flow-matching scheduler, e.g. FlowMatchEulerDiscreteScheduler(shift=3.0)"
+    )
 
 
 class GuidanceWan(VideoSDS):

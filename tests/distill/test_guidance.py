@@ -4,6 +4,7 @@ rotations, an exact denoiser gives zero gradient, and the pixel gradient is auto
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -373,6 +374,202 @@ def test_a_folder_of_the_other_model_family_is_refused_by_name(model_folders, mo
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(GuidanceModelError, match=rf"not a {kind} folder \(transformer/config.json names {expected}"):
         build_guidance(GuidanceConfig(kind=kind, model=str(model_folders[folder]), device="cpu"), "a fox walking")
+
+
+def _drop_tensors(sub: str, prefix: str):
+    """Damage: the checkpoint of ``sub`` without the tensors whose names start with ``prefix`` (another diffusers /
+    transformers version's key layout, or a half-written conversion)."""
+
+    def damage(folder) -> None:
+        from safetensors.torch import load_file, save_file
+
+        (path,) = (folder / sub).glob("*.safetensors")
+        tensors = load_file(path)
+        dropped = [k for k in tensors if k.startswith(prefix)]
+        assert dropped, f"{sub} has no tensor {prefix}*"
+        save_file({k: v for k, v in tensors.items() if k not in dropped}, path, metadata={"format": "pt"})
+
+    return damage
+
+
+def _resize_text_encoder(folder) -> None:
+    """Damage: a text encoder config whose feed-forward width is not the checkpoint's (another model size)."""
+    path = folder / "text_encoder" / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "d_ff": 48}))
+
+
+@pytest.mark.parametrize(
+    ("kind", "damage", "message"),
+    [
+        # diffusers left the two tensors on the meta device: `.to(device)` raised NotImplementedError, no path
+        (
+            "wan2.1-1.3b",
+            _drop_tensors("vae", "quant_conv."),
+            r"wan2.1-1.3b vae from .*: .*/vae lacks 2 of the \d+ tensors of AutoencoderKLWan \(quant_conv.weight, "
+            r"quant_conv.bias\).* download vae/ again \(`hf download Wan-AI/Wan2.1-T2V-1.3B-Diffusers --include "
+            r"'vae/\*'",
+        ),
+        # transformers initialised the missing tensor randomly, with only a warning: the run went on
+        (
+            "cogvideox-2b",
+            _drop_tensors("text_encoder", "encoder.final_layer_norm."),
+            r"cogvideox-2b text_encoder from .*/text_encoder lacks 1 of the \d+ tensors of T5EncoderModel "
+            r"\(encoder.final_layer_norm.weight\)",
+        ),
+        # transformers' RuntimeError for tensors of other shapes was a traceback
+        (
+            "cogvideox-2b",
+            _resize_text_encoder,
+            r"cogvideox-2b text_encoder from .*ignore_mismatched_sizes.* The checkpoint's tensors do not fit "
+            r"T5EncoderModel .*download text_encoder/ again",
+        ),
+    ],
+)
+def test_a_checkpoint_that_does_not_fit_its_model_is_refused_by_name(
+    model_folders, tmp_path, monkeypatch, capfd, kind, damage, message
+):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = _damaged_copy(model_folders, kind, tmp_path, damage)
+    with pytest.raises(GuidanceModelError, match=message):
+        build_guidance(GuidanceConfig(kind=kind, model=folder, device="cpu"), "a fox walking")
+    assert "TRAIN this model" not in capfd.readouterr().err  # the libraries' advice would contradict the error
+
+
+@pytest.mark.parametrize(
+    ("kind", "sub", "message"),
+    [
+        # a CogVideoX VAE in a Wan folder loaded with nearly every tensor on the meta device (NotImplementedError)
+        (
+            "wan2.1-1.3b",
+            "vae",
+            r"/vae/config.json: _class_name is 'AutoencoderKLCogVideoX', expected 'AutoencoderKLWan'",
+        ),
+        (
+            "cogvideox-2b",
+            "vae",
+            r"/vae/config.json: _class_name is 'AutoencoderKLWan', expected 'AutoencoderKLCogVideoX'",
+        ),
+        # CogVideoX's DDIM config in a Wan folder loaded silently with flow shift 1.0 (Wan's is 3.0)
+        (
+            "wan2.1-1.3b",
+            "scheduler",
+            r"/scheduler/scheduler_config.json: _class_name is 'CogVideoXDDIMScheduler', expected "
+            r"UniPCMultistepScheduler or FlowMatchEulerDiscreteScheduler",
+        ),
+        # was "scheduler prediction_type 'flow_prediction' is not supported", naming no folder
+        (
+            "cogvideox-2b",
+            "scheduler",
+            r"/scheduler/scheduler_config.json: _class_name is 'UniPCMultistepScheduler', expected "
+            r"CogVideoXDDIMScheduler or CogVideoXDPMScheduler",
+        ),
+        # a UMT5 encoder loaded as T5 with only a transformers warning (and the reverse)
+        ("cogvideox-2b", "text_encoder", r"/text_encoder/config.json: model_type is 'umt5', expected 't5'"),
+        ("wan2.1-1.3b", "text_encoder", r"/text_encoder/config.json: model_type is 't5', expected 'umt5'"),
+    ],
+)
+def test_a_component_of_the_other_model_family_is_refused_by_file_and_field(
+    model_folders, tmp_path, monkeypatch, kind, sub, message
+):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    donor = model_folders["cogvideox-2b" if kind.startswith("wan") else "wan2.1-1.3b"]
+
+    def swap(folder) -> None:
+        shutil.rmtree(folder / sub)
+        shutil.copytree(donor / sub, folder / sub)
+
+    folder = _damaged_copy(model_folders, kind, tmp_path, swap)
+    with pytest.raises(GuidanceModelError, match=rf"^{re.escape(folder)}{message}.* download {sub}/ again"):
+        build_guidance(GuidanceConfig(kind=kind, model=folder, device="cpu"), "a fox walking")
+
+
+def _edit_scheduler(replace: dict | None = None, **changes):
+    """Damage: ``scheduler/scheduler_config.json`` replaced by ``replace`` or with ``changes`` applied."""
+
+    def damage(folder) -> None:
+        path = folder / "scheduler" / "scheduler_config.json"
+        config = dict(replace) if replace is not None else {**json.loads(path.read_text()), **changes}
+        path.write_text(json.dumps(config))
+
+    return damage
+
+
+def _truncate_scheduler(folder) -> None:
+    path = folder / "scheduler" / "scheduler_config.json"
+    path.write_text(path.read_text()[:30])
+
+
+@pytest.mark.parametrize(
+    ("kind", "damage", "message"),
+    [
+        # was `error: Unterminated string starting at ...`, no path
+        ("wan2.1-1.3b", _truncate_scheduler, r"not a valid JSON file .*there but unreadable"),
+        ("wan2.1-1.3b", _edit_scheduler(prediction_type="epsilon"), r"prediction_type is 'epsilon', expected 'flow_"),
+        ("wan2.1-1.3b", _edit_scheduler(flow_shift=0.0), r"flow_shift is 0.0, expected a finite number > 0"),
+        # a FlowMatch config without its shift loaded with the class default 1.0
+        (
+            "wan2.1-1.3b",
+            _edit_scheduler({"_class_name": "FlowMatchEulerDiscreteScheduler", "num_train_timesteps": 1000}),
+            r"no flow shift \(neither flow_shift nor shift\), expected one",
+        ),
+        # was a ValueError naming no folder
+        (
+            "cogvideox-2b",
+            _edit_scheduler(prediction_type="sample"),
+            r"prediction_type is 'sample', expected 'v_prediction' or 'epsilon'",
+        ),
+    ],
+)
+def test_a_scheduler_config_the_model_cannot_use_is_refused_by_file_and_field(
+    model_folders, tmp_path, monkeypatch, kind, damage, message
+):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = _damaged_copy(model_folders, kind, tmp_path, damage)
+    with pytest.raises(GuidanceModelError, match=rf"^{re.escape(folder)}/scheduler/scheduler_config.json: {message}"):
+        build_guidance(GuidanceConfig(kind=kind, model=folder, device="cpu"), "a fox walking")
+
+
+def test_a_cached_hub_scheduler_of_the_other_family_is_refused(tmp_path, monkeypatch):
+    """A hub id (no local folder) is checked too: its scheduler config in the Hugging Face cache, before any load."""
+    import huggingface_hub.constants as hf_constants
+
+    repo = tmp_path / "models--Org--Wan-like"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("abc123")
+    sched = repo / "snapshots" / "abc123" / "scheduler"
+    sched.mkdir(parents=True)
+    cogvideox_scheduler().save_config(sched)
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(
+        GuidanceModelError,
+        match=r"Org/Wan-like/scheduler/scheduler_config.json \(Hugging Face cache\): _class_name is "
+        r"'CogVideoXDDIMScheduler', expected UniPCMultistepScheduler",
+    ):
+        build_guidance(GuidanceConfig(kind="wan2.1-1.3b", model="Org/Wan-like", device="cpu"), "a fox walking")
+
+
+def test_guidance_classes_refuse_a_scheduler_of_the_other_family():
+    """Built directly (no folder): GuidanceWan with a DDIM scheduler silently used flow shift 1.0."""
+    from types import SimpleNamespace
+
+    from diffusers import UniPCMultistepScheduler
+
+    from distill.guidance import flow_shift
+
+    wan, cog = tiny_wan(), tiny_cogvideox()
+    emb = torch.zeros(1, 4, 32)
+    with pytest.raises(ValueError, match=r"CogVideoXDDIMScheduler has prediction_type 'v_prediction', expected 'flow_"):
+        GuidanceWan(wan.transformer, wan.vae, cogvideox_scheduler(), emb)
+    with pytest.raises(ValueError, match=r"has no flow shift \(neither flow_shift nor shift in its config\)"):
+        flow_shift(SimpleNamespace(config={"num_train_timesteps": 1000}))
+    with pytest.raises(ValueError, match=r"has shift -1.0, expected a finite number > 0"):
+        flow_shift(SimpleNamespace(config={"shift": -1.0}))
+    assert flow_shift(wan.scheduler) == 3.0
+    unipc = UniPCMultistepScheduler(prediction_type="flow_prediction", use_flow_sigmas=True, flow_shift=5.0)
+    assert flow_shift(unipc) == 5.0
+    with pytest.raises(ValueError, match=r"UniPCMultistepScheduler has prediction_type 'flow_prediction', expected "):
+        GuidanceCogVideoX(cog.transformer, cog.vae, unipc, emb)
 
 
 def test_a_prompt_the_tokenizer_cannot_read_is_refused(model_folders, monkeypatch):
