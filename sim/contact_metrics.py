@@ -25,6 +25,15 @@ Definitions (all per frame unless stated):
   in-place locomotion loops: ``ContactConfig.ground_motion``). ``skate_ratio`` is the share of such in-contact
   point-steps;
   the summary ``foot_skate_ratio`` pools all steps (the share of in-contact vertex-frames sliding).
+* treadmill (``ground_motion="auto"``): the ground velocity ``g`` is the median horizontal velocity of the
+  in-contact points, the body velocity ``b`` the net horizontal displacement over the clip of the centroid of the
+  points that never touch the ground (all points if every one does), divided by its duration. An in-place loop
+  has planted feet moving backwards *relative to the body* (``g`` far from ``b``, ``b`` near 0); a whole-body
+  glide has the body moving *with* its feet (``g`` near ``b``). So the treadmill is used only when the clip is in
+  place (``in_place_rel``) and ``|g - b| > max(|b|, skate speed)``: a treadmill under a body at rest explains the
+  data better than a body gliding with its feet (``|b| < |g - b|``), and the feet move relative to the body fast
+  enough to be locomotion (slower than the sliding threshold, a "treadmill" would only hide a slow creep that
+  adds up over a contact).
 """
 
 from __future__ import annotations
@@ -56,6 +65,7 @@ __all__ = [
     "kinematic_metrics",
     "root_chain",
     "rotation_vectors",
+    "rotation_vectors_near",
 ]
 
 UpAxis = Literal["X", "Y", "Z"]
@@ -86,7 +96,9 @@ class ContactConfig:
     ground_motion: GroundMotion = "auto"
     """Ground velocity that sliding is measured against: ``"static"``; ``"treadmill"``, one constant horizontal
     velocity estimated as the median velocity of in-contact points (in-place locomotion loops, whose feet travel
-    backwards while planted); ``"auto"``, treadmill when the clip is in place (see ``in_place_rel``)."""
+    backwards while planted); ``"auto"``, treadmill when the clip is in place (see ``in_place_rel``) and its
+    planted points move relative to the body, not with it (a whole-body glide stays measured against a static
+    ground; the rule is in the module docstring)."""
     in_place_rel: float = 0.25
     """``"auto"`` ground motion: the clip is in place when the points' centroid stays within a horizontal box
     this size (x character size) over the whole clip [unitless]."""
@@ -325,11 +337,11 @@ def ground_contact_metrics(
         vel[1:] = (pts[1:] - pts[:-1]) / dt[:, None, None]
         vel[..., up] = 0.0
         both[1:] = contact[1:] & contact[:-1]
-        centroid = pts[..., hz].mean(axis=1)
-        in_place = np.max(centroid.max(axis=0) - centroid.min(axis=0)) <= cfg.in_place_rel * size
-        if both.any() and (cfg.ground_motion == "treadmill" or (cfg.ground_motion == "auto" and in_place)):
-            ground_v = np.median(vel[both], axis=0)
-            vel = vel - ground_v
+        if both.any() and cfg.ground_motion != "static":
+            treadmill_v = np.median(vel[both], axis=0)
+            if cfg.ground_motion == "treadmill" or _is_treadmill(pts, t, hz, contact, treadmill_v, size, v_slide, cfg):
+                ground_v = treadmill_v
+                vel = vel - ground_v
     speed = np.linalg.norm(vel, axis=-1)
     contact_speed = np.where(both, speed, np.nan)
     sliding = both & (speed > v_slide)
@@ -393,6 +405,36 @@ def ground_contact_metrics(
         max_skate_speed_mps=float(np.nanmax(sk_max)) if total_contact else 0.0,
         max_slide_m=max((sl.distance_m for sl in slides), default=0.0),
     )
+
+
+def _is_treadmill(
+    pts: np.ndarray,
+    t: np.ndarray,
+    hz: list[int],
+    contact: np.ndarray,
+    ground_v: np.ndarray,
+    size: float,
+    v_slide: float,
+    cfg: ContactConfig,
+) -> bool:
+    """``"auto"`` ground motion: whether the in-contact points' median velocity ``ground_v`` is a treadmill.
+
+    True when the clip is in place and the planted points move relative to the body's own mean velocity ``b``
+    faster than both ``|b|`` and the sliding speed ``v_slide`` (module docstring). ``b`` is the net horizontal
+    displacement over the clip of the centroid of the points that never touch the ground (the body, without the
+    feet whose planted motion is under test; all points when every one touches at some time), over the duration.
+    A whole-body glide (feet moving with the body, ``ground_v`` ~ ``b``) is not a treadmill.
+    """
+    centroid = pts[..., hz].mean(axis=1)
+    if np.max(centroid.max(axis=0) - centroid.min(axis=0)) > cfg.in_place_rel * size:
+        return False
+    body = ~contact.any(axis=0)
+    if body.any():
+        centroid = pts[:, body][..., hz].mean(axis=1)
+    body_v = np.zeros(3)
+    body_v[hz] = (centroid[-1] - centroid[0]) / (t[-1] - t[0])
+    relative = float(np.linalg.norm(ground_v - body_v))
+    return relative > max(float(np.linalg.norm(body_v)), v_slide)
 
 
 def _floating_frames(
@@ -506,15 +548,24 @@ class JointLimits:
     A joint's local rotation ``q`` is compared through ``log(q_rest^-1 q)`` (axis * angle in the joint's rest
     frame); each of its three components must lie in ``[lower, upper]``.
 
+    A rotation has many rotation vectors: ``(angle + 2 pi k) * axis`` for every integer ``k``. The one compared is
+    the one nearest ``center`` (:func:`rotation_vectors_near`), so a joint that turns across 180 deg from its
+    rest pose does not jump from ``+pi * axis`` to ``-pi * axis`` (its components, and the limits, may then exceed
+    pi in magnitude). With ``center`` at rest (zero, the default) this is the usual vector of angle in [0, pi].
+
     Attributes:
         lower: lower bounds [rad], shape (J, 3).
         upper: upper bounds [rad], shape (J, 3).
         source: how they were made (e.g. ``"given"``, ``"derived from 3 clips, margin 20 deg"``).
+        center: rest-relative rotation vector each joint's rotations are unwrapped next to [rad], shape (J, 3),
+            norms at most pi; None is the rest rotation (zeros). :func:`joint_limits_from_motions` stores the
+            sample motions' mean rotation here.
     """
 
     lower: np.ndarray
     upper: np.ndarray
     source: str = "given"
+    center: np.ndarray | None = None
 
     def __post_init__(self):
         lo, hi = np.asarray(self.lower, dtype=np.float64), np.asarray(self.upper, dtype=np.float64)
@@ -522,6 +573,57 @@ class JointLimits:
             raise ValueError(f"JointLimits: lower {lo.shape} and upper {hi.shape} must both be (J, 3)")
         if np.any(lo > hi):
             raise ValueError("JointLimits: lower > upper for some joint")
+        if self.center is not None:
+            c = np.asarray(self.center, dtype=np.float64)
+            if c.shape != lo.shape:
+                raise ValueError(f"JointLimits: center {c.shape} must match lower and upper {lo.shape}")
+            if not np.all(np.isfinite(c)) or np.any(np.linalg.norm(c, axis=-1) > np.pi + 1e-9):
+                raise ValueError("JointLimits: center must hold finite rotation vectors of angle at most pi")
+
+    def center_or_rest(self) -> np.ndarray:
+        """``center``, or zeros (the rest rotation) when None [rad], shape (J, 3)."""
+        if self.center is None:
+            return np.zeros(np.shape(self.lower))
+        return np.asarray(self.center, dtype=np.float64)
+
+
+def rotation_vectors_near(rotation_vectors_in, center) -> np.ndarray:
+    """Of the rotation vectors ``(angle + 2 pi k) * axis`` of each rotation, the one nearest ``center`` [rad].
+
+    Args:
+        rotation_vectors_in: rotation vectors with angle in [0, pi] (:func:`rotation_vectors`), shape (..., 3).
+        center: reference rotation vectors of angle at most pi, broadcastable to ``rotation_vectors_in``.
+
+    Returns:
+        The same rotations, shape (..., 3). With ``|center| <= pi`` only ``k = 0`` and ``k = -1`` (the vector
+        ``-(2 pi - angle) * axis``) can be nearest; ties keep ``k = 0``.
+    """
+    rv = np.asarray(rotation_vectors_in, dtype=np.float64)
+    c = np.broadcast_to(np.asarray(center, dtype=np.float64), rv.shape)
+    angle = np.linalg.norm(rv, axis=-1, keepdims=True)
+    alt = rv - 2.0 * np.pi * rv / np.maximum(angle, 1e-300)
+    use = (angle > 1e-12) & (
+        np.linalg.norm(alt - c, axis=-1, keepdims=True) < np.linalg.norm(rv - c, axis=-1, keepdims=True)
+    )
+    return np.where(use, alt, rv)
+
+
+def _mean_rotation(quats: np.ndarray, iterations: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """Sign-aligned normalized mean of unit quaternions over the first axis, shape (F, J, 4) -> (J, 4).
+
+    ``q`` and ``-q`` are the same rotation: each is flipped onto the hemisphere of the current estimate (the first
+    sample, then the mean) before averaging. Returns the mean and the norm of the unnormalized mean (in [0, 1]:
+    near 0 when the rotations spread over all orientations and no mean is meaningful).
+    """
+    q = quat_normalize(np.asarray(quats, dtype=np.float64))
+    ref = q[0]
+    norm = np.ones(q.shape[1:-1])
+    for _ in range(iterations):
+        sign = np.where(np.sum(q * ref, axis=-1, keepdims=True) < 0, -1.0, 1.0)
+        mean = (q * sign).mean(axis=0)
+        norm = np.linalg.norm(mean, axis=-1)
+        ref = np.where(norm[..., None] > 1e-9, mean / np.maximum(norm[..., None], 1e-300), ref)
+    return ref, norm
 
 
 def joint_limits_from_motions(
@@ -533,7 +635,10 @@ def joint_limits_from_motions(
     """Data-derived limits: the range of each joint's rest-relative rotation vector over sample motions.
 
     Each motion's range (robust when ``quantile`` > 0) is taken on its own and the limits are their envelope,
-    so a short clip with extreme poses is not outvoted by a long one.
+    so a short clip with extreme poses is not outvoted by a long one. The rotation vectors are unwrapped next to
+    the motions' mean rest-relative rotation (each motion's sign-aligned mean quaternion, the motions weighted
+    equally), which the limits keep as ``center`` (see :class:`JointLimits`): a joint posed near 180 deg from rest
+    gets one contiguous range instead of two ends at +-pi.
 
     Args:
         rest_rotations: rest local rotations [quat xyzw], shape (J, 4).
@@ -549,26 +654,34 @@ def joint_limits_from_motions(
         raise ValueError("rotations: need at least one motion to derive limits from")
     if not 0.0 <= quantile < 0.5:
         raise ValueError(f"quantile must lie in [0, 0.5), got {quantile}")
+    relative = [_rest_relative_quats(rest_rotations, r) for r in rotations]
+    clip_means = np.stack([_mean_rotation(r)[0] for r in relative])
+    mean, norm = _mean_rotation(clip_means)
+    # rotations spread over every orientation have no meaningful mean: unwrap next to rest then
+    center = np.where(norm[:, None] > 1e-6, rotation_vectors(mean), 0.0)
     lows, highs = [], []
-    for r in rotations:
-        rv = _rest_relative(rest_rotations, r)
+    for r in relative:
+        rv = rotation_vectors_near(rotation_vectors(r), center)
         lows.append(np.quantile(rv, quantile, axis=0) if quantile else rv.min(axis=0))
         highs.append(np.quantile(rv, 1 - quantile, axis=0) if quantile else rv.max(axis=0))
     m = np.deg2rad(margin_deg)
     src = f"derived from {len(rotations)} clip(s), quantile {quantile:g}, margin {margin_deg:g} deg"
-    return JointLimits(np.min(lows, axis=0) - m, np.max(highs, axis=0) + m, src)
+    return JointLimits(np.min(lows, axis=0) - m, np.max(highs, axis=0) + m, src, center)
 
 
-def _rest_relative(rest_rotations, rotations) -> np.ndarray:
+def _rest_relative_quats(rest_rotations, rotations) -> np.ndarray:
+    """``q_rest^-1 q`` per frame and joint [quat xyzw], shape (F, J, 4)."""
     rest = np.asarray(rest_rotations, dtype=np.float64)
     rot = np.asarray(rotations, dtype=np.float64)
     if rot.ndim != 3 or rot.shape[1:] != rest.shape or rest.shape[-1] != 4:
         raise ValueError(f"rotations {rot.shape} do not match rest_rotations {rest.shape} (expected (F, J, 4))")
-    return rotation_vectors(quat_multiply(np.broadcast_to(quat_conjugate(rest), rot.shape), rot))
+    return quat_multiply(np.broadcast_to(quat_conjugate(rest), rot.shape), rot)
 
 
 def joint_limit_violations(rest_rotations, rotations, limits: JointLimits) -> np.ndarray:
     """How far each joint's rest-relative rotation vector lies outside its limits [rad].
+
+    The rotation vector of each frame is the one nearest ``limits.center`` (see :class:`JointLimits`).
 
     Args:
         rest_rotations: rest local rotations [quat xyzw], shape (J, 4).
@@ -578,9 +691,10 @@ def joint_limit_violations(rest_rotations, rotations, limits: JointLimits) -> np
     Returns:
         Largest per-component excess per frame and joint (0 inside the limits) [rad], shape (F, J).
     """
-    rv = _rest_relative(rest_rotations, rotations)
-    if limits.lower.shape != rv.shape[1:]:
-        raise ValueError(f"limits: shape {limits.lower.shape} does not match {rv.shape[1]} joints")
+    rel = _rest_relative_quats(rest_rotations, rotations)
+    if np.shape(limits.lower) != (rel.shape[1], 3):
+        raise ValueError(f"limits: shape {np.shape(limits.lower)} does not match {rel.shape[1]} joints")
+    rv = rotation_vectors_near(rotation_vectors(rel), limits.center_or_rest())
     excess = np.maximum(np.maximum(limits.lower - rv, rv - limits.upper), 0.0)
     return excess.max(axis=-1)
 

@@ -39,8 +39,11 @@ CHECK_NAMES = (
 )
 """The checks, in report order."""
 
-JERK_EDGE_FRAMES = 2
-"""Frames at each end of a clip without a jerk value (one-sided differences there are not third derivatives)."""
+JERK_EDGE_FRAMES = 3
+"""Frames at each end of a clip without a jerk value: each of the three ``np.gradient`` passes of
+:func:`sim.contact_metrics.jerk_magnitude` takes one-sided differences at the ends, so the end error of one pass
+reaches one frame further into the next: frames 0-2 (and the last three) are not third derivatives (on a constant
+acceleration ``a``, where the jerk is 0, they read ``a * fps / 4``, ``a * fps / 4`` and ``a * fps / 8``)."""
 
 
 def frame_ranges(mask: np.ndarray, times: np.ndarray) -> list[FrameRange]:
@@ -145,10 +148,17 @@ def audit_motion(
     F, J = motion.frame_count, rig.joint_count
     points, joints, mesh, size, labels, contact_cfg = cp.points, cp.joints, cp.mesh, cp.size, cp.labels, cp.contact
     ground = ground_contact_metrics(points, t, contact_cfg, size=size, labels=labels, label_count=J)
+    played = None
+    if not motion.is_uniform():
+        # keyframed clips keep their key times, far apart where the curves are smooth: sustained penetration is
+        # timed on the clip as played, uniformly resampled at its frame rate
+        pm = motion.resample(motion.fps)
+        pp = contact_points(rig, pm, cfg, device)
+        played = ground_contact_metrics(pp.points, pm.times, contact_cfg, size=size, labels=labels, label_count=J)
     names = rig.joint_names
     series: dict[str, np.ndarray] = {"times_s": t}
     checks = [
-        _check_penetration(ground, t, motion.fps, cfg, names, series),
+        _check_penetration(ground, t, motion.fps, cfg, names, series, played),
         _check_floating(ground, t, names, series),
         _check_skate(ground, t, cfg, names, series),
     ]
@@ -214,27 +224,85 @@ def _parts(scores: np.ndarray, names: tuple[str, ...], limit: int) -> list[str]:
     return [names[p] for p in order[:limit] if scores[p] > 0]
 
 
-def _check_penetration(ground: GroundContactMetrics, t, fps, cfg: AuditConfig, names, series) -> CheckResult:
+def _nearest(samples: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Index of the sample of ``samples`` (increasing times [s]) nearest each of ``times`` [s], shape like ``times``."""
+    idx = np.clip(np.searchsorted(samples, times), 0, len(samples) - 1)
+    prev = np.clip(idx - 1, 0, len(samples) - 1)
+    return np.where(np.abs(samples[prev] - times) < np.abs(samples[idx] - times), prev, idx)
+
+
+def _sustained(depth: np.ndarray, t: np.ndarray, fps: float, soft: float, min_event_s: float) -> np.ndarray:
+    """Samples of runs deeper than ``soft`` lasting ``min_event_s`` or longer, each sample lasting ``1/fps``
+    (so ``t`` must be uniform at ``fps``)."""
+    out = np.zeros(len(depth), dtype=bool)
+    for s, e in frame_runs(depth > soft):
+        if t[e - 1] - t[s] + 1.0 / fps >= min_event_s - 1e-9:
+            out[s:e] = True
+    return out
+
+
+def _check_penetration(
+    ground: GroundContactMetrics,
+    t,
+    fps,
+    cfg: AuditConfig,
+    names,
+    series,
+    played: GroundContactMetrics | None = None,
+) -> CheckResult:
+    """Fails frames deeper than the hard threshold, and runs deeper than the soft one for ``min_event_s``.
+
+    ``played``: for a clip whose samples are not uniform at ``fps`` (keyframes), the ground metrics of the clip
+    uniformly resampled at ``fps``. Event durations are then measured on it (crediting each key ``1/fps``
+    undercounts events between sparse keys) and each resampled sample is reported on the frame nearest in time:
+    a frame's depth in the series is the deepest of its own and of the resampled samples it stands for.
+    """
     size = ground.size
     depth = ground.penetration_max
-    series["penetration_m"] = depth
     soft, hard = cfg.penetration_rel * size, cfg.penetration_hard_rel * size
     fail = depth > hard
-    for s, e in frame_runs(depth > soft):
-        if t[e - 1] - t[s] + 1.0 / fps >= cfg.min_event_s - 1e-9:
-            fail[s:e] = True
+    label = ground.penetration_label.copy()
+    if played is None:
+        fail |= _sustained(depth, t, fps, soft, cfg.min_event_s)
+        part_depth = np.where(fail[:, None], ground.part_penetration, 0.0).max(axis=0)
+    else:
+        pd = played.penetration_max
+        fail_p = (pd > hard) | _sustained(pd, played.times, fps, soft, cfg.min_event_s)
+        frame = _nearest(t, played.times)
+        fail[frame[fail_p]] = True
+        deeper = np.zeros(len(depth))
+        np.maximum.at(deeper, frame, pd)
+        # a frame whose resampled samples go deeper than its own is labelled by the deepest of them
+        k = np.flatnonzero(pd > depth[frame])
+        k = k[np.argsort(-pd[k], kind="stable")]
+        deep_frames, first = np.unique(frame[k], return_index=True)
+        label[deep_frames] = played.penetration_label[k[first]]
+        depth = np.maximum(depth, deeper)
+        part_depth = np.maximum(
+            np.where(fail[:, None], ground.part_penetration, 0.0).max(axis=0),
+            np.where(fail_p[:, None], played.part_penetration, 0.0).max(axis=0),
+        )
+    series["penetration_m"] = depth
     worst = int(depth.argmax())
     ranges = frame_ranges(fail, t)
-    parts = _parts(np.where(fail[:, None], ground.part_penetration, 0.0).max(axis=0), names, cfg.max_parts)
-    deepest = names[ground.penetration_label[worst]] if ground.penetration_label[worst] >= 0 else "-"
+    parts = _parts(part_depth, names, cfg.max_parts)
+    deepest = names[label[worst]] if label[worst] >= 0 else "-"
+    played_text = f"; keys resampled at {fps:g} fps" if played is not None else ""
     if fail.any():
         msg = (
             f"ground penetration up to {_cm(depth.max(), size)} at frame {worst} ({deepest}); fails at "
             f"{_ranges_text(ranges)} (deeper than {soft:.3g} m for {cfg.min_event_s:g} s or {hard:.3g} m once)"
-            f" in {', '.join(parts)}"
+            f" in {', '.join(parts)}{played_text}"
         )
     else:
-        msg = f"max penetration {_cm(depth.max(), size)} at frame {worst} ({deepest})"
+        msg = f"max penetration {_cm(depth.max(), size)} at frame {worst} ({deepest}){played_text}"
+    details = {
+        "hard_threshold_m": hard,
+        "min_event_s": cfg.min_event_s,
+        "mean_penetration_m": ground.mean_penetration_m,
+    }
+    if played is not None:
+        details["resampled_fps"] = float(fps)
     return CheckResult(
         "ground_penetration",
         "fail" if fail.any() else "pass",
@@ -246,7 +314,7 @@ def _check_penetration(ground: GroundContactMetrics, t, fps, cfg: AuditConfig, n
         parts,
         worst,
         "penetration_m",
-        {"hard_threshold_m": hard, "min_event_s": cfg.min_event_s, "mean_penetration_m": ground.mean_penetration_m},
+        details,
     )
 
 
@@ -446,11 +514,7 @@ def _check_jitter(rig: Rig, motion: Motion, size: float, cfg: AuditConfig, names
     jerk[:e] = 0.0
     jerk[len(jerk) - e :] = 0.0
     # each original frame reads the analysed sample nearest in time
-    ta = analysed.times
-    idx = np.clip(np.searchsorted(ta, t), 0, len(ta) - 1)
-    prev = np.clip(idx - 1, 0, len(ta) - 1)
-    idx = np.where(np.abs(ta[prev] - t) < np.abs(ta[idx] - t), prev, idx)
-    per_joint = jerk[idx]
+    per_joint = jerk[_nearest(analysed.times, t)]
     per_frame = per_joint.max(axis=1)
     series["jerk_mps3"] = per_frame
     limit = cfg.jerk_rel * size

@@ -24,6 +24,12 @@ def biped():
 
 
 @pytest.fixture(scope="module")
+def idle():
+    rig, clips = characters.build("biped-idle")
+    return rig, clips["idle"]
+
+
+@pytest.fixture(scope="module")
 def clean_report(biped):
     return audit_motion(*biped)
 
@@ -190,3 +196,75 @@ def test_configs_and_limits_of_same_named_classes_are_refused_naming_the_argumen
         with pytest.raises(TypeError) as e:
             audit_motion(rig, walk, **kwargs)
         assert str(e.value) == message
+
+
+def test_whole_body_glide_fails_foot_skate_with_auto_ground(idle):
+    """An idle whose whole body glides 0.2 m/s for 2 s (0.4 m, inside the 0.44 m in-place box of a 1.76 m biped):
+    the default "auto" ground took the glide for a treadmill and removed it (pass, slide 0); the feet move with
+    the body, so it is measured against a static ground and fails as it does with ground_motion="static"."""
+    rig, clip = idle
+    clip = clip.slice(0, 61)
+    root = clip.root_translations.copy()
+    root[:, 0] += 0.2 * (clip.times - clip.times[0])
+    glide = sim.Motion(clip.fps, root, clip.rotations, times=clip.times, name="glide")
+    report = audit_motion(rig, glide)
+    check = report.check("foot_skate")
+    assert check.status == "fail", check.message
+    assert check.value == pytest.approx(0.4, abs=0.01)
+    assert report.metrics["ground"]["ground_velocity_mps"] == 0.0
+    assert set(check.body_parts) & {"left_foot", "right_foot", "left_toes", "right_toes"}
+
+
+def test_joint_twisted_across_180_deg_from_rest_keeps_its_limits(idle):
+    """A hand twisted 177 +- 3.02 deg from rest, smoothly (0.16 deg per frame): its rest-relative rotation vector
+    jumped from +pi to -pi, and the clip failed its own derived limits by ~300 deg where it crossed."""
+    rig, clip = idle
+    clip = clip.slice(0, 61)
+    j = rig.joint_index("left_hand")
+    deg = 177.0 + 3.02 * np.sin(2 * np.pi * (clip.times - clip.times[0]) / clip.duration)
+    rot = clip.rotations.copy()
+    twist = sim.rotations.axis_angle_to_quat(np.deg2rad(deg)[:, None] * np.array([0.0, 0.0, 1.0]))
+    rot[:, j] = sim.rotations.quat_multiply(rot[:, j], twist)
+    report = audit_motion(rig, sim.Motion(clip.fps, clip.root_translations, rot, times=clip.times, name="twist"))
+    check = report.check("joint_limits")
+    assert check.status == "pass", check.message
+    assert check.value == 0.0
+
+
+def test_sustained_penetration_between_sparse_keys_fails(idle):
+    """Keys every 0.5 s (nominal 30 fps, as glTF/USD keyframes keep their key times), the body sunk 4.5 cm at one
+    key: the played clip stays deeper than the soft threshold for ~0.43 s (longer than min_event_s). Each key was
+    credited 1/30 s, so it passed; the event is now timed on the clip resampled at 30 fps, as the resampled clip
+    itself is, and reported on the key. A 2.7 cm dip, above the soft threshold only ~0.03 s as played, passes
+    (crediting each key half its gaps would call it a 0.5 s event)."""
+    rig, clip = idle
+    keys = np.arange(0, clip.frame_count, 15)
+    for sink, status in ((0.045, "fail"), (0.027, "pass")):
+        root = clip.root_translations[keys].copy()
+        root[4, 2] -= sink  # t = 2.0 s
+        keyed = sim.Motion(30.0, root, clip.rotations[keys], times=clip.times[keys], name="keyed")
+        assert not keyed.is_uniform()
+        check = audit_motion(rig, keyed).check("ground_penetration")
+        soft, hard = check.threshold, check.details["hard_threshold_m"]
+        assert soft < sink < hard  # only the event's duration can fail it
+        assert check.status == status, check.message
+        assert check.details["resampled_fps"] == 30.0
+        if status == "fail":
+            assert [(r.start, r.stop) for r in check.frame_ranges] == [(4, 5)]
+            assert check.worst_frame == 4
+            played = audit_motion(rig, keyed.resample(30.0)).check("ground_penetration")
+            assert played.status == "fail"
+            assert check.value == pytest.approx(played.value, abs=1e-9)
+
+
+def test_jitter_of_a_constant_acceleration_is_zero_to_the_clip_ends(biped):
+    """The whole body accelerating at 20 m/s^2 (zero jerk): three np.gradient passes leave one-sided errors in
+    three frames at each end, and the third (a * fps / 8 = 75 m/s^3) was not masked."""
+    rig, _ = biped
+    frames, fps, accel = 12, 30.0, 20.0
+    t = np.arange(frames) / fps
+    rest = sim.Motion.rest(rig, frames, fps)
+    motion = sim.Motion(fps, rig.rest_translations[0] + np.outer(0.5 * accel * t**2, [1.0, 0.0, 0.0]), rest.rotations)
+    report = audit_motion(rig, motion)
+    np.testing.assert_allclose(report.series["jerk_mps3"], 0.0, atol=1e-6)
+    assert report.check("jitter").status == "pass"

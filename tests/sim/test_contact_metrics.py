@@ -21,6 +21,7 @@ from sim.contact_metrics import (
     joint_limits_from_motions,
     kinematic_metrics,
     root_chain,
+    rotation_vectors,
 )
 from sim.physics import contact_summary
 from sim.rotations import axis_angle_to_quat, quat_identity
@@ -128,6 +129,39 @@ def test_treadmill_ground_absorbs_in_place_locomotion():
     assert static.foot_skate_ratio == pytest.approx(1.0)
 
 
+def test_auto_ground_measures_a_whole_body_glide_against_a_static_ground():
+    """The whole character (feet and head) glides 0.2 m in 2 s, less than the in-place box: the feet move *with*
+    the body, so it is not a treadmill. "auto" used to take the glide for the treadmill speed and remove it (foot
+    skate 0, no slide); it now measures what "static" measures."""
+    F = 61
+    v = 0.1  # m/s, above the 0.05 m/s sliding threshold of a 1 m character
+    pts = _with_head(_feet(F))
+    pts[..., 0] += v * np.arange(F)[:, None] / FPS
+    auto = ground_contact_metrics(pts, FPS, size=SIZE)
+    static = ground_contact_metrics(pts, FPS, ContactConfig(ground_motion="static"), size=SIZE)
+    np.testing.assert_allclose(auto.ground_velocity, 0.0, atol=EXACT)
+    assert auto.foot_skate_ratio == pytest.approx(1.0)
+    assert auto.max_slide_m == pytest.approx(v * (F - 1) / FPS, rel=FD_TOL)
+    assert auto.summary() == static.summary()
+
+
+def test_auto_treadmill_needs_planted_feet_faster_than_sliding():
+    """Planted feet creeping backwards at 3 cm/s (below the 5 cm/s sliding threshold) under a still body: no
+    locomotion for a treadmill to absorb, so the creep adds up into a 6 cm slide (it used to be removed as a
+    treadmill); at 0.4 m/s (for 1/3 s, within the in-place box) it is an in-place loop."""
+    for speed, F, treadmill in ((0.03, 61, False), (0.4, 11, True)):
+        pts = _with_head(_feet(F))
+        pts[:, :9, 1] -= speed * np.arange(F)[:, None] / FPS
+        m = ground_contact_metrics(pts, FPS, size=SIZE)
+        if treadmill:
+            np.testing.assert_allclose(m.ground_velocity, [0.0, -speed, 0.0], rtol=FD_TOL, atol=EXACT)
+            assert m.max_slide_m == pytest.approx(0.0, abs=FD_TOL)
+        else:
+            np.testing.assert_allclose(m.ground_velocity, 0.0, atol=EXACT)
+            assert m.foot_skate_ratio == 0.0  # each step is below the threshold...
+            assert m.max_slide_m == pytest.approx(speed * (F - 1) / FPS, rel=FD_TOL)  # ...the contact is not
+
+
 def test_part_velocity_is_median_of_contact_points():
     F = 3
     pts = _with_head(_feet(F))
@@ -233,6 +267,47 @@ def test_derived_limits_are_the_envelope_of_each_clip():
     limits = joint_limits_from_motions(rest, [long_clip, short_clip], margin_deg=5.0, quantile=0.1)
     np.testing.assert_allclose(np.rad2deg(limits.upper[0, 2]), 65.0, atol=1e-9)
     np.testing.assert_allclose(np.rad2deg(limits.lower[0, 2]), -8.0 - 5.0, atol=0.05)  # 10% quantile of -10..10
+
+
+def _twist_z(deg) -> np.ndarray:
+    """Rotations about z by ``deg`` [deg] as one joint's local rotations, shape (F, 1, 4)."""
+    return axis_angle_to_quat(np.deg2rad(np.asarray(deg, float))[:, None] * [[0.0, 0.0, 1.0]])[:, None]
+
+
+def test_rotation_vectors_near_picks_the_equivalent_nearest_the_center():
+    from sim.contact_metrics import rotation_vectors_near  # added with the fix: imported here so the file collects
+
+    z = np.array([0.0, 0.0, 1.0])
+    rv = rotation_vectors(_twist_z([179.0, 181.0, 90.0, 0.0])[:, 0])  # 181 deg reads as -179 deg
+    np.testing.assert_allclose(np.rad2deg(rv[:, 2]), [179.0, -179.0, 90.0, 0.0], atol=1e-9)
+    near = rotation_vectors_near(rv, np.deg2rad(179.0) * z)
+    np.testing.assert_allclose(np.rad2deg(near[:, 2]), [179.0, 181.0, 90.0, 0.0], atol=1e-9)
+    np.testing.assert_allclose(rotation_vectors_near(rv, np.zeros(3)), rv, atol=EXACT)  # at rest: unchanged
+    with pytest.raises(ValueError, match="center"):
+        JointLimits(np.zeros((1, 3)), np.zeros((1, 3)), center=np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="center"):
+        JointLimits(np.zeros((1, 3)), np.zeros((1, 3)), center=np.array([[4.0, 0.0, 0.0]]))
+
+
+def test_derived_limits_unwrap_a_joint_posed_across_180_deg_from_rest():
+    """A joint twisted 177 +- 3.02 deg from rest (a flipped bind orientation) crosses 180 deg smoothly, but its
+    rotation vector jumped from +pi to -pi: the clip failed its own limits by ~330 deg (with quantile 0.05), and
+    with quantile 0 the limits spanned [-pi, pi] and limited nothing. Unwrapped next to the clip's mean rotation,
+    the range is the twist's own range."""
+    rest = np.tile([0.0, 0.0, 0.0, 1.0], (1, 1))
+    deg = 177.0 + 3.02 * np.sin(2 * np.pi * np.arange(121) / 120)
+    clip = _twist_z(deg)
+    limits = joint_limits_from_motions(rest, [clip], margin_deg=10.0, quantile=0.05)
+    np.testing.assert_allclose(joint_limit_violations(rest, clip, limits), 0.0, atol=EXACT)
+    np.testing.assert_allclose(np.rad2deg(limits.lower[0]), [-10.0, -10.0, np.quantile(deg, 0.05) - 10.0], atol=1e-9)
+    np.testing.assert_allclose(np.rad2deg(limits.upper[0]), [10.0, 10.0, np.quantile(deg, 0.95) + 10.0], atol=1e-9)
+    # the limits still limit: a twist of 150 deg lies below the range, one of 200 deg above it
+    other = _twist_z([150.0, 200.0])
+    expected = [np.quantile(deg, 0.05) - 10.0 - 150.0, 200.0 - np.quantile(deg, 0.95) - 10.0]
+    np.testing.assert_allclose(np.rad2deg(joint_limit_violations(rest, other, limits)[:, 0]), expected, atol=1e-9)
+    full = joint_limits_from_motions(rest, [clip], margin_deg=10.0)
+    np.testing.assert_allclose(np.rad2deg(full.upper[0, 2]), deg.max() + 10.0, atol=1e-9)
+    np.testing.assert_allclose(np.rad2deg(limits.center[0]), [0.0, 0.0, 177.0], atol=0.05)  # the mean twist
 
 
 # --- the physics metrics measure ground contact as the audit does -----------------------------------------------
