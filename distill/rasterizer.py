@@ -1,14 +1,16 @@
 """Differentiable soft mesh rasterizer: Warp kernels behind a torch autograd function.
 
-Screen-space vertices ``(x, y, zeta)`` (pixels, y down; ``zeta`` normalized inverse depth in [0, 1], larger is
-closer) and per-vertex colours go in; per-pixel character colour, soft coverage (alpha) and soft depth come out.
-The formulation (see :mod:`distill._render_kernels`) is SoftRas's (Liu et al. 2019: sigmoid coverage of the
-squared edge distance, softmax over depth) with an edge offset, so closed meshes render without their wireframe,
+Screen-space vertices ``(x, y, zeta)`` (pixels, y down; ``zeta`` normalized inverse depth, nominally in [0, 1],
+larger is closer) and per-vertex colours go in; per-pixel character colour, soft coverage (alpha) and soft depth
+come out. The formulation (see :mod:`distill._render_kernels`) is SoftRas's (Liu et al. 2019: sigmoid coverage of
+the squared edge distance, softmax over depth) with an edge offset, so closed meshes render without their wireframe,
 and smooth facing weights, so the image stays continuous when triangles turn away from the camera.
 
 Work is organized as (image, triangle, tile) pairs: each front-facing triangle is binned to the square tiles its
-dilated screen box overlaps (torch, vectorized), then one Warp thread per pair and tile pixel adds the triangle's
-contribution. Backward replays the pair kernel's Warp-generated adjoint.
+dilated screen box overlaps (torch, vectorized), then one Warp thread per pair and tile pixel evaluates the triangle
+there, in two passes: the first (no gradient) takes each pixel's depth-softmax shift, the log-weight of its largest
+term, and marks the threads that contribute; the second adds the marked contributions. Backward replays the second
+kernel's Warp-generated adjoint. The shift is per pixel, so the image does not depend on the tile size.
 """
 
 from __future__ import annotations
@@ -32,6 +34,12 @@ MIN_FACING_WEIGHT = 1e-6
 MIN_RELATIVE_AREA = 1e-5
 """Triangles whose screen area is below this fraction of their summed squared edge lengths are degenerate (an
 equilateral triangle seen head-on has 0.29; float32 round-off of a 100 px triangle is ~1e-7)."""
+MIN_GAMMA = 1e-4
+"""Smallest depth softmax temperature [normalized inverse depth]. The per-pixel shift makes each covered pixel's
+largest softmax term exp(r) with |r| <= ~ulp(zeta) / (2 gamma) (float32 round-off of the shift): at this gamma ~6e-4
+at zeta 1 and ~0.3 at zeta 1000 (a vertex at ~1e-3 of the near plane's distance). Below it the softmax is a
+z-buffer hard to float32 resolution, its zeta gradients (~1 / gamma) no longer smooth anything, and the round-off
+grows unbounded."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +51,8 @@ class RasterSettings:
     edge_offset: float = 3.0
     """Coverage logit on a triangle's edge (3: 0.95), so shared edges of a closed surface stay covered."""
     gamma: float = 0.01
-    """Depth softmax temperature [normalized inverse depth]: smaller is a harder z-buffer."""
+    """Depth softmax temperature [normalized inverse depth], >= :data:`MIN_GAMMA`: smaller is a harder z-buffer. The
+    softmax is shifted per pixel, so no value in range under- or overflows, whatever the depth range of the scene."""
     coverage_cutoff: float = 1e-4
     """Contributions with coverage below this are skipped (bounds each triangle's reach)."""
     tile_size: int = 8
@@ -62,6 +71,9 @@ class RasterSettings:
                 raise ValueError(f"RasterSettings.{name}: must be a finite number, got {value!r}")
             if name in positive and value <= 0:
                 raise ValueError(f"RasterSettings.{name}: must be > 0, got {value!r}")
+        if self.gamma < MIN_GAMMA:
+            raise ValueError(f"RasterSettings.gamma: must be >= MIN_GAMMA = {MIN_GAMMA} [normalized inverse depth], "
+                             f"got {self.gamma!r}")  # fmt: skip
         c = self.coverage_cutoff
         if not (isinstance(c, (int, float)) and 0.0 < c < 0.5):
             raise ValueError(f"RasterSettings.coverage_cutoff: must be in (0, 0.5), got {c!r}")
@@ -110,7 +122,8 @@ class RasterOutput:
     Attributes:
         rgb: character colour where covered (premultiplied by nothing), shape (N, H, W, 3).
         alpha: soft coverage in [0, 1], shape (N, H, W).
-        depth: soft normalized inverse depth of the character (0 where uncovered), shape (N, H, W).
+        depth: soft normalized inverse depth of the character (0 where uncovered), shape (N, H, W); outside [0, 1]
+            where the covering surface's ``zeta`` is (see :func:`rasterize`).
     """
 
     rgb: torch.Tensor
@@ -194,7 +207,7 @@ class _Accumulate(torch.autograd.Function):
         with tape:
             wp.launch(
                 K.accumulate_kernel,
-                dim=(setup["pair_count"], setup["tile_size"] ** 2),
+                dim=setup["active_count"],
                 inputs=[*setup["pairs"], *ins, *setup["consts"]],
                 outputs=outs,
                 device=dev,
@@ -226,7 +239,11 @@ def rasterize(
 
     Args:
         verts: screen-space vertices, shape (N, V, 3): x [px] (right), y [px] (down), zeta (normalized inverse
-            depth in [0, 1], larger is closer). Pixel (row i, column j) has its centre at (j + 0.5, i + 0.5).
+            depth, larger is closer: 1 at the near plane, 0 at the far plane). Pixel (row i, column j) has its
+            centre at (j + 0.5, i + 0.5). ``zeta`` outside [0, 1] (a vertex in front of the near plane, or beyond
+            the far plane) is used as is, not clamped, so depth order and gradients stay right there: the softmax
+            shift is per pixel, so such a surface changes no pixel it does not cover, and ``depth`` leaves [0, 1]
+            only where it does.
         colors: per-vertex colours, shape (N, V, 3).
         topology: the mesh's triangles and adjacency.
         height, width: image size [px].
@@ -258,24 +275,35 @@ def rasterize(
         return RasterOutput(z[..., None].expand(n, height, width, 3), z, z)
     pairs = [wp.from_torch(a, dtype=wp.int32) for a in (pair_image, pair_tri, pair_tile)]
     tris = topology.warp_triangles()
-    # softmax shift per image and tile: the largest vertex zeta of the triangles binned there (no gradient)
-    tri_zeta = verts.detach()[..., 2][:, topology.triangles].amax(-1)  # (N, T)
-    tiles = tiles_x * -(-height // s.tile_size)
-    zmax_t = torch.full((n * tiles,), -1.0e30, device=verts.device, dtype=torch.float32)
-    flat = pair_image.long() * tiles + pair_tile.long()
-    zmax_t = zmax_t.scatter_reduce(0, flat, tri_zeta[pair_image.long(), pair_tri.long()].float(), "amax")
-    zmax = wp.from_torch(zmax_t.reshape(n, tiles).contiguous(), dtype=wp.float32)
-    inv_sigma, x_cut = 1.0 / s.sigma, s.logit_cutoff
+    inv_sigma, x_cut, ts = 1.0 / s.sigma, s.logit_cutoff, s.tile_size
+    pair_count = len(pair_image)
+    # first pass (no gradient): the softmax shift per pixel and the (pair, pixel) threads that contribute
+    v_wp = wp.from_torch(verts.detach().contiguous(), dtype=wp.vec3)
+    f_wp = wp.from_torch(tri_weight.detach().float().contiguous(), dtype=wp.float32)
+    zshift = wp.from_torch(torch.full((n, height, width), -1.0e30, device=verts.device), dtype=wp.float32)
+    contributes_t = torch.zeros((pair_count, ts * ts), dtype=torch.uint8, device=verts.device)
+    contributes = wp.from_torch(contributes_t, dtype=wp.uint8)
+    wp.launch(
+        K.shift_kernel,
+        dim=(pair_count, ts * ts),
+        inputs=[*pairs, v_wp, f_wp, tris, inv_sigma, s.edge_offset, s.gamma, x_cut, s.reach, ts, tiles_x],
+        outputs=[zshift, contributes],
+        device=v_wp.device,
+    )
+    active_t = torch.nonzero(contributes_t.view(-1)).view(-1).to(torch.int32)
+    active = wp.from_torch(active_t, dtype=wp.int32)
     setup = {
         "shape": (n, height, width),
-        "pair_count": len(pair_image),
-        "tile_size": s.tile_size,
+        "active_count": len(active_t),
         "pairs": pairs,
-        "consts": [tris, zmax, inv_sigma, s.edge_offset, 1.0 / s.gamma, x_cut, s.reach, s.tile_size, tiles_x],
+        "consts": [tris, zshift, active, inv_sigma, s.edge_offset, 1.0 / s.gamma, x_cut, ts, tiles_x],
     }
     weight, color, depth, log_t = _Accumulate.apply(verts, colors, tri_weight.float(), setup)
-    safe = torch.where(weight > 0, weight, torch.ones_like(weight))
-    covered = (weight > 0).unsqueeze(-1)
-    rgb = torch.where(covered, color / safe.unsqueeze(-1), torch.zeros_like(color))
+    # a pixel with any contribution has weight >= ~1 (its largest term is exp(0) to round-off, >= 0.7 at MIN_GAMMA,
+    # see _render_kernels), one without has exactly 0: covered pixels are those with a contribution, and 1 / weight
+    # and its backward (colour / weight^2) stay within a few times the colour
+    covered = weight > 0
+    safe = torch.where(covered, weight, torch.ones_like(weight))
+    rgb = torch.where(covered.unsqueeze(-1), color / safe.unsqueeze(-1), torch.zeros_like(color))
     alpha = 1.0 - torch.exp(log_t)
-    return RasterOutput(rgb, alpha, torch.where(weight > 0, depth / safe, torch.zeros_like(depth)))
+    return RasterOutput(rgb, alpha, torch.where(covered, depth / safe, torch.zeros_like(depth)))

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from distill import MeshTopology, RasterSettings, rasterize
+from distill import MeshTopology, RasterOutput, RasterSettings, rasterize
 from distill._reference import rasterize_reference
+from distill.rasterizer import MIN_GAMMA
 
 FWD_TOL = 2e-6  # float32 Warp vs float64 reference, values in [0, 1]
 GRAD_RTOL = 2e-4  # float32 adjoint vs float64 autograd, relative to the largest gradient
@@ -155,6 +156,16 @@ def test_empty_and_offscreen_images_are_zero_and_differentiable():
     assert far.grad is not None and far.grad.abs().max() == 0
 
 
+def test_binned_triangle_that_reaches_no_pixel_is_zero_and_differentiable():
+    """Its dilated box overlaps the image's last tile, its reach does not: pairs, but no contributing thread."""
+    v = torch.tensor([[[17.5, 30.0, 0.5], [30.0, 30.0, 0.5], [30.0, 17.5, 0.5]]], requires_grad=True)
+    c = torch.full((1, 3, 3), 0.5, requires_grad=True)
+    out = rasterize(v, c, MeshTopology([[0, 1, 2]]), 16, 16, RasterSettings(cull_backfaces=False))
+    assert out.alpha.abs().max() == 0 and out.rgb.abs().max() == 0 and out.depth.abs().max() == 0
+    (out.rgb.sum() + out.alpha.sum() + out.depth.sum()).backward()
+    assert v.grad.abs().max() == 0 and c.grad.abs().max() == 0
+
+
 def test_bad_inputs_name_the_argument():
     v, c, topo = _scene()
     with pytest.raises(ValueError, match="verts"):
@@ -181,3 +192,91 @@ def test_edge_on_triangle_gives_finite_gradients(cull, winding):
     g_verts, g_colors = torch.autograd.grad(loss, (verts, colors))
     assert torch.isfinite(g_verts).all() and torch.isfinite(g_colors).all()
     assert torch.isfinite(out.alpha).all() and out.alpha.max() < 1e-3  # a line of zero width covers nothing
+
+
+# -- depth softmax shift: per pixel, so no surface underflows next to a much nearer one --------------------------------
+
+# two disjoint triangles in one 8 x 8 tile, a near one (zeta ~0.9) on the left and a far one (zeta ~0) on the right,
+# within each other's reach (the near one's faint fringe meets the far one); vertices off pixel centres (kinks)
+TWO_DEPTHS = [[0.3, 0.2, 0.9], [0.7, 7.6, 0.92], [2.6, 0.4, 0.88], [5.1, 0.3, 0.0], [4.9, 7.7, 0.03], [7.6, 0.6, 0.01]]
+TWO_DEPTHS_TOPO = [[0, 1, 2], [3, 4, 5]]
+HARD = RasterSettings(sigma=0.5, gamma=0.004, cull_backfaces=False)  # the hard z-buffer that killed distillation
+
+
+def _grads_vs_reference(v: torch.Tensor, c: torch.Tensor, topo: MeshTopology, h: int, w: int, s: RasterSettings):
+    """(Warp output, float64 reference output, [(warp grad, reference grad) for verts and colors])."""
+    g = torch.Generator().manual_seed(3)
+    up = [torch.randn(shape, generator=g, dtype=torch.float64) for shape in ((1, h, w, 3), (1, h, w), (1, h, w))]
+    vr, cr = v.clone().requires_grad_(), c.clone().requires_grad_()
+    ref = rasterize_reference(vr, cr, topo, h, w, s)
+    _weighted_sum(ref, up).backward()
+    vw, cw = v.float().requires_grad_(), c.float().requires_grad_()
+    out = rasterize(vw, cw, topo, h, w, s)
+    _weighted_sum(out, [u.float() for u in up]).backward()
+    detached = [RasterOutput(o.rgb.detach(), o.alpha.detach(), o.depth.detach()) for o in (out, ref)]
+    return *detached, [(vw.grad, vr.grad), (cw.grad, cr.grad)]
+
+
+def test_far_surface_next_to_near_one_in_a_tile_has_finite_gradients_matching_the_reference():
+    """A per-tile shift (the tile's largest zeta) weighted the far triangle exp(-0.9 / gamma): it rendered black and
+    the backward of colour / weight overflowed to inf."""
+    v = torch.tensor([TWO_DEPTHS], dtype=torch.float64)
+    c = torch.rand(1, 6, 3, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    out, ref, grads = _grads_vs_reference(v, c, MeshTopology(TWO_DEPTHS_TOPO), 8, 8, HARD)
+    for name in ("rgb", "alpha", "depth"):
+        np.testing.assert_allclose(getattr(out, name).double(), getattr(ref, name), atol=FWD_TOL, err_msg=name)
+    for mine, want in grads:
+        assert torch.isfinite(mine).all()
+        np.testing.assert_allclose(mine.double(), want, atol=GRAD_RTOL * want.abs().max().item())
+    assert grads[0][1][0, 3:, :2].abs().max() > 0.1, "the far triangle's vertices get a gradient"
+    assert out.alpha[0, 1:5, 5].min() > 0.9 and out.rgb[0, 1:5, 5].min() > 0.01, "the far triangle is not black"
+
+
+@pytest.mark.parametrize("tile_size", [16, 32])
+def test_tile_size_does_not_change_the_image_of_surfaces_far_apart_in_depth(tile_size):
+    """32 x 32 px: a near triangle on the left (in the first 8 px tile only) and a far one on the right. With 8 px
+    tiles they never share a tile; with 16 px the far one's fringe, with 32 px all of it, shares the near one's."""
+    pts = [[1.2, 1.3, 0.9], [1.4, 30.6, 0.92], [5.1, 1.6, 0.88],
+           [17.3, 1.2, 0.02], [17.6, 30.7, 0.0], [30.4, 1.5, 0.05]]  # fmt: skip
+    v = torch.tensor([pts], dtype=torch.float32)
+    c = torch.rand(1, 6, 3, generator=torch.Generator().manual_seed(5))
+    topo = MeshTopology(TWO_DEPTHS_TOPO)
+    s8 = RasterSettings(sigma=0.5, gamma=0.005, cull_backfaces=False, tile_size=8)
+    a = rasterize(v, c, topo, 32, 32, s8)
+    b = rasterize(v, c, topo, 32, 32, RasterSettings(sigma=0.5, gamma=0.005, cull_backfaces=False, tile_size=tile_size))
+    ref = rasterize_reference(v.double(), c.double(), topo, 32, 32, s8)
+    for name in ("rgb", "alpha", "depth"):
+        np.testing.assert_allclose(getattr(b, name), getattr(a, name), atol=FWD_TOL, err_msg=name)
+        np.testing.assert_allclose(getattr(b, name).double(), getattr(ref, name), atol=FWD_TOL, err_msg=name)
+    assert a.alpha[0, :, 20:].max() > 0.99 and a.rgb[0, :, 20:].amax(-1).max() > 0.1
+
+
+def test_vertex_inside_the_near_plane_blackens_no_other_surface():
+    """A vertex inside the near plane has zeta > 1 (here 5). With a per-tile shift every other surface in its tiles
+    underflowed to weight 0 and rendered black; zeta is not clamped, so the near triangle still wins where it
+    overlaps the far quad and its depth order and gradients stay right."""
+    near = [[1.3, 1.2, 5.0], [2.2, 14.7, 0.95], [9.6, 1.4, 0.95]]
+    quad = [[6.1, 2.3, 0.3], [6.4, 14.6, 0.32], [14.7, 14.2, 0.35], [14.5, 2.6, 0.33]]
+    v = torch.tensor([near + quad], dtype=torch.float64)
+    c = 0.2 + 0.8 * torch.rand(1, 7, 3, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    topo = MeshTopology([[0, 1, 2], [3, 4, 5], [3, 5, 6]])
+    s = RasterSettings(sigma=0.5, gamma=0.01, cull_backfaces=False)
+    out, ref, grads = _grads_vs_reference(v, c, topo, 16, 16, s)
+    covered = out.alpha[0] > 0.5
+    assert covered.sum() > 100
+    assert out.rgb[0][covered].amax(-1).min() > 0.15, "covered pixels keep their colour (all channels >= 0.2)"
+    for name in ("rgb", "alpha"):
+        np.testing.assert_allclose(getattr(out, name).double(), getattr(ref, name), atol=FWD_TOL, err_msg=name)
+    np.testing.assert_allclose(out.depth.double(), ref.depth, atol=FWD_TOL * 5.0)  # zeta up to 5
+    assert out.depth.max() > 1.0, "zeta > 1 is not clamped"
+    for mine, want in grads:
+        assert torch.isfinite(mine).all()
+        np.testing.assert_allclose(mine.double(), want, atol=GRAD_RTOL * want.abs().max().item())
+
+
+def test_gamma_below_its_float32_floor_is_rejected():
+    with pytest.raises(ValueError, match=r"RasterSettings.gamma: must be >= MIN_GAMMA"):
+        RasterSettings(gamma=1e-5)
+    with pytest.raises(ValueError, match=r"RasterSettings.gamma: must be > 0"):
+        RasterSettings(gamma=0.0)
+    assert RasterSettings(gamma=MIN_GAMMA).gamma == MIN_GAMMA
