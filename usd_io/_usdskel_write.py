@@ -18,6 +18,7 @@ takes our xyzw arrays as they are (its constructor order is (real, imaginary)).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -74,10 +75,24 @@ TIME_CODE_SNAP = 1e-5
 times the frame rate land ~2e-6 off whole frames (Fox Walk's last key: 82.0000019), float64 products ~1e-14."""
 
 
-def _snap_time_codes(codes: np.ndarray) -> np.ndarray:
-    """Whole numbers for time codes within :data:`TIME_CODE_SNAP` of one; others unchanged (keys are not moved)."""
+def _snap_time_codes(codes: np.ndarray, clip_name: str = "") -> np.ndarray:
+    """Whole numbers for time codes within :data:`TIME_CODE_SNAP` of one; others unchanged (keys are not moved).
+    When snapping would merge two keys (closer than the snap), the clip's codes are kept as they are.
+
+    Raises:
+        ValueError: the codes are not strictly increasing even unsnapped (keys closer than float precision).
+    """
     whole = np.round(codes)
-    return np.where(np.abs(codes - whole) <= TIME_CODE_SNAP, whole, codes)
+    snapped = np.where(np.abs(codes - whole) <= TIME_CODE_SNAP, whole, codes)
+    if np.all(np.diff(snapped) > 0):
+        return snapped
+    if np.all(np.diff(codes) > 0):  # the second of two keys on one code overwrote the first
+        return codes
+    raise ValueError(f"clip {clip_name!r}: times: two keys fall on one USD time code; resample the clip")
+
+
+MAX_EXTENT_SAMPLES = 20000
+"""Most SkelRoot extent samples written between a keyframed clip's keys (evenly spread beyond that)."""
 
 
 EXTENT_PADDING = 1e-5
@@ -86,6 +101,21 @@ lands within ~1e-6 of the size of ours, and the float32 extent is rounded outwar
 
 EXTENT_CHUNK_POINTS = 2_000_000
 """Skinned points computed at once for the extent (frames x vertices), bounding memory on long, dense clips."""
+
+
+def _extent_samples(
+    keys: np.ndarray, key_times: np.ndarray, tcps: float, start: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Time codes and times [s] of a bound clip's extent samples: its keys plus every whole code between them
+    (USD interpolates an extent linearly, the pose between sparse keys by slerp: a swinging limb left the box)."""
+    whole = np.arange(np.ceil(keys[0]), np.floor(keys[-1]) + 1.0)
+    extra = whole[~np.isin(whole, keys)]
+    if len(extra) > MAX_EXTENT_SAMPLES:
+        extra = extra[np.linspace(0, len(extra) - 1, MAX_EXTENT_SAMPLES).round().astype(int)]
+    codes = np.concatenate([keys, extra])
+    times = np.concatenate([key_times, (extra - float(start)) / tcps])
+    order = np.argsort(codes, kind="stable")
+    return codes[order], times[order]
 
 
 def skinned_extents(rig: Rig, motion: Motion, length_scale: float = 1.0) -> np.ndarray:
@@ -213,7 +243,7 @@ def write_usdskel(
                 t_attr = anim.CreateTranslationsAttr()
                 r_attr = anim.CreateRotationsAttr()
                 s_attr = anim.CreateScalesAttr()
-                codes = _snap_time_codes(clip.times * tcps + float(start_time_code))
+                codes = _snap_time_codes(clip.times * tcps + float(start_time_code), clip.name)
                 for f, code in enumerate(codes):
                     tc = Usd.TimeCode(float(code))
                     t_attr.Set(Vt.Vec3fArray.FromNumpy(translations[f]), tc)
@@ -233,6 +263,9 @@ def write_usdskel(
         mesh_names = unique_identifiers([m.name for m in rig.meshes], reserved=("Skeleton", "Animations"))
         identity = Gf.Matrix4d(1.0)
         for mesh, name in zip(rig.meshes, mesh_names):
+            if mesh.vertex_count == 0:  # a Mesh without points is not a valid UsdGeom mesh (readers refuse it)
+                warnings.warn(f"{path}: mesh {mesh.name!r} has no vertices: not written", stacklevel=2)
+                continue
             usd_mesh = UsdGeom.Mesh.Define(stage, root_path.AppendChild(name))
             usd_mesh.GetPrim().SetDisplayName(mesh.name)
             points = Vt.Vec3fArray.FromNumpy((mesh.points * scale).astype(np.float32))
@@ -260,7 +293,8 @@ def write_usdskel(
             root_extent = skel_root.CreateExtentAttr()
             root_extent.Set(Vt.Vec3fArray.FromNumpy(skinned_extents(rig, Motion.rest(rig), scale)[0]))
             if bound is not None:
-                for code, extent in zip(bound_codes, skinned_extents(rig, clips[bound], scale)):
-                    root_extent.Set(Vt.Vec3fArray.FromNumpy(extent), Usd.TimeCode(code))
+                codes, times = _extent_samples(np.asarray(bound_codes), clips[bound].times, tcps, start_time_code)
+                for code, extent in zip(codes, skinned_extents(rig, clips[bound].sample(times), scale)):
+                    root_extent.Set(Vt.Vec3fArray.FromNumpy(extent), Usd.TimeCode(float(code)))
 
         stage.GetRootLayer().Export(str(tmp))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +14,11 @@ from pathlib import Path
 from .errors import InputError
 
 __all__ = ["Terminated", "atomic_output", "interrupt_exit_status", "make_folder", "stop_on_sigterm"]
+
+TEMP_STEM_BYTES = 200
+"""Bytes of the target's stem kept in the temporary file's name (a 245-byte name overflowed the 255-byte limit)."""
+USD_LAYER_SUFFIXES = (".usd", ".usda", ".usdc")
+"""Suffixes of the files whose open USD layers :func:`atomic_output` reloads after replacing them."""
 
 
 @contextlib.contextmanager
@@ -28,6 +35,8 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
             ``with`` block propagate unchanged.
     """
     path = Path(path)
+    if path.is_symlink():  # write through the link (as open() does): the link stays, its target gets the content
+        path = path.resolve()
     try:
         is_folder = path.is_dir()
     except OSError as e:  # a parent that cannot be entered (Path.is_dir re-raises EACCES)
@@ -36,14 +45,20 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
         raise InputError(path, "output", "is a folder, not a file")
     make_folder(path.parent)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+        # the temporary name stays within the file system's 255 bytes whatever the target's length
+        stem = path.stem.encode()[:TEMP_STEM_BYTES].decode(errors="ignore")
+        fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)
     except OSError as e:
         raise InputError(path, "output", f"cannot create a file in {path.parent} ({_reason(e)})") from e
     os.close(fd)
     tmp_path = Path(tmp)
     umask = os.umask(0)
     os.umask(umask)
-    os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp creates 0600; give the result the usual permissions
+    try:  # mkstemp creates 0600: an existing file keeps its mode, a new one gets the usual permissions
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        mode = 0o666 & ~umask
+    os.chmod(tmp_path, mode)
     try:
         yield tmp_path
         try:
@@ -53,6 +68,20 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
+    _reload_open_layer(path)
+
+
+def _reload_open_layer(path: Path) -> None:
+    """Reloads a USD layer of ``path`` this process holds open (a stage, a viewer, an earlier read): USD's layer
+    registry kept serving the replaced file's content to every later open of the path."""
+    if path.suffix.lower() not in USD_LAYER_SUFFIXES or "pxr" not in sys.modules:
+        return  # nothing of USD loaded: no layer can be open
+    from pxr import Sdf
+
+    for name in dict.fromkeys((str(path), str(path.resolve()))):
+        layer = Sdf.Layer.Find(name)
+        if layer is not None:
+            layer.Reload(force=True)
 
 
 def make_folder(path: str | Path) -> Path:

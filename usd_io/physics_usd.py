@@ -117,8 +117,14 @@ def write_physics_stage(
     body_rot = np.asarray(body_rot, dtype=np.float64)
     if body_pos.shape != (B, 3) or body_rot.shape != (B, 4):
         raise ValueError(f"body_pos/body_rot: expected shapes ({B}, 3)/({B}, 4), got {body_pos.shape}/{body_rot.shape}")
-    if not (meters_per_unit > 0 and kilograms_per_unit > 0):
-        raise ValueError("meters_per_unit and kilograms_per_unit must be positive")
+    checks = {"meters_per_unit": (meters_per_unit, "> 0"), "kilograms_per_unit": (kilograms_per_unit, "> 0"),
+              "friction": (friction, ">= 0"), "restitution": (restitution, "in [0, 1]"), "gravity": (gravity, ""),
+              "ground_height_m": (ground_height_m, "")}  # fmt: skip
+    for name, (value, rule) in checks.items():  # inf units made every length 0 and were written as such
+        number = isinstance(value, (int, float, np.floating)) and not isinstance(value, bool) and np.isfinite(value)
+        in_range = {"> 0": lambda v: v > 0, ">= 0": lambda v: v >= 0, "in [0, 1]": lambda v: 0 <= v <= 1}
+        if not number or (rule and not in_range[rule](value)):
+            raise ValueError(f"{name}: must be a finite number{' ' + rule if rule else ''}, got {value!r}")
     L = 1.0 / meters_per_unit
     M = 1.0 / kilograms_per_unit
     I_UNIT = M * L * L

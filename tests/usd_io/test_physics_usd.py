@@ -74,6 +74,25 @@ def test_non_usd_extension_is_refused(tmp_path, character):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("meters_per_unit", float("inf"), r"meters_per_unit: must be a finite number > 0, got inf"),
+        ("kilograms_per_unit", 0.0, r"kilograms_per_unit: must be a finite number > 0, got 0.0"),
+        ("gravity", float("nan"), r"gravity: must be a finite number, got nan"),
+        ("friction", -0.5, r"friction: must be a finite number >= 0, got -0.5"),
+        ("restitution", 2.0, r"restitution: must be a finite number in \[0, 1\], got 2.0"),
+        ("ground_height_m", float("-inf"), r"ground_height_m: must be a finite number, got -inf"),
+    ],
+)
+def test_bad_physical_settings_are_refused_by_name(tmp_path, character, option, value, message):
+    """meters_per_unit inf was accepted (every length written as 0, metersPerUnit inf); gravity, friction,
+    restitution and the ground height were not checked at all."""
+    with pytest.raises(ValueError, match=message):
+        write_physics_stage(tmp_path / "physics.usda", character, **{option: value})
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_add_usd_reads_back_bodies_joints_masses_and_limits(tmp_path, character):
     path = tmp_path / "physics.usda"
     write_physics_stage(path, character)

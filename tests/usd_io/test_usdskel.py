@@ -274,17 +274,33 @@ def test_skel_root_extent_bounds_the_skinned_meshes(tmp_path, rig, clips, bound,
     stage = Usd.Stage.Open(str(path))
     extent = UsdGeom.Boundable(stage.GetDefaultPrim()).GetExtentAttr()
     codes, pixar, _ = pixar_skinning(path)
-    assert list(extent.GetTimeSamples()) == list(codes)
-    for code in [Usd.TimeCode.Default(), *codes]:
+    # the keys and every whole code between them: USD interpolates the extent linearly, the pose by slerp, so
+    # between sparse keys a box of the keys alone left the limbs outside
+    samples = extent.GetTimeSamples()
+    whole = np.arange(np.ceil(codes[0]), np.floor(codes[-1]) + 1)
+    np.testing.assert_array_equal(samples, np.union1d(codes, whole))
+    assert len(samples) > len(codes)  # the clips are keyframed: the test sees codes between keys
+    for code in [Usd.TimeCode.Default(), *samples]:
         authored = np.array(extent.Get(code), dtype=np.float64)
         want = _pixar_bounds(path, code)
-        if not code == Usd.TimeCode.Default():
+        if not code == Usd.TimeCode.Default() and code in list(codes):
             k = list(codes).index(code)
             points = np.concatenate([pixar[name][k] for name in pixar])
             np.testing.assert_allclose(want, [points.min(0), points.max(0)])  # the two references agree
         assert np.all(authored[0] <= want[0]) and np.all(authored[1] >= want[1]), code
         np.testing.assert_allclose(authored, want, atol=EXTENT_TIGHTNESS * np.ptp(want, axis=0).max())
     assert validate_stage(path) == []
+
+
+def test_keys_closer_than_the_time_code_snap_are_all_written(tmp_path, rig):
+    """Codes within 1e-5 of a whole number are snapped to it: two keys that close (0 and 0.4 us at 24 fps) landed on
+    one code and the second overwrote the first (3 frames written, 2 read back)."""
+    rest = Motion.rest(rig, 3, 24.0)
+    motion = Motion(24.0, rest.root_translations, rest.rotations, times=[0.0, 0.4e-6, 1.0], name="close")
+    write_usdskel(tmp_path / "close.usda", rig, [motion])
+    back = load_asset(tmp_path / "close.usda").clip("close")
+    assert back.frame_count == 3
+    np.testing.assert_allclose(back.times, motion.times, atol=1e-12)
 
 
 def test_skel_root_without_meshes_has_no_extent(tmp_path, rig, clips):
@@ -300,7 +316,10 @@ def test_skel_root_without_meshes_has_no_extent(tmp_path, rig, clips):
     for meshes, name in (([*rig.meshes, empty], "with_empty"), ([empty], "only_empty")):
         r = Rig(rig.joint_names, rig.parents, rig.rest_translations, rig.rest_rotations, rig.inverse_bind_matrices,
                 meshes, name=name)  # fmt: skip
-        write_usdskel(tmp_path / f"{name}.usda", r, clips)
+        # a mesh without points was written as one, which load_asset then refused ("no points authored")
+        with pytest.warns(UserWarning, match="mesh 'empty' has no vertices: not written"):
+            write_usdskel(tmp_path / f"{name}.usda", r, clips)
+    assert [m.name for m in load_asset(tmp_path / "with_empty.usda").rig.meshes] == [m.name for m in rig.meshes]
     stage = Usd.Stage.Open(str(tmp_path / "with_empty.usda"))
     authored = np.array(UsdGeom.Boundable(stage.GetDefaultPrim()).GetExtentAttr().Get(), dtype=np.float64)
     want = _pixar_bounds(tmp_path / "with_empty.usda", Usd.TimeCode.Default())
@@ -944,6 +963,43 @@ def test_atomic_output_has_default_permissions(tmp_path):
     os.umask(umask)
     assert target.read_text() == "hi"
     assert target.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_atomic_output_keeps_links_modes_and_long_names(tmp_path):
+    """A symlink was replaced by a regular file (its target kept the old content), an existing file's mode came back
+    as the default, and a valid 245-byte name failed: the temporary name beside it was ~20 bytes longer."""
+    import os
+
+    from usd_io import atomic_output
+
+    real = tmp_path / "real.txt"
+    real.write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(real)
+    with atomic_output(link) as tmp:
+        tmp.write_text("new")
+    assert link.is_symlink() and real.read_text() == "new"
+    os.chmod(real, 0o640)
+    with atomic_output(real) as tmp:
+        tmp.write_text("newer")
+    assert real.stat().st_mode & 0o777 == 0o640
+    long = tmp_path / ("n" * 240 + ".usda")
+    with atomic_output(long) as tmp:
+        tmp.write_text("#usda 1.0\n")
+    assert long.read_text() == "#usda 1.0\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["real.txt", "link.txt", long.name])
+
+
+def test_a_stage_rewritten_while_open_reads_back_new(tmp_path, rig, clips):
+    """USD's layer registry served the replaced file's content to every later open while any stage of the path was
+    held (a viewer, a notebook): load_asset read the first clip set after the second was written."""
+    path = tmp_path / "open.usda"
+    assert len(clips) > 1
+    write_usdskel(path, rig, clips[:1])
+    held = Usd.Stage.Open(str(path))
+    write_usdskel(path, rig, clips)
+    assert list(load_asset(path).clips) == [c.name for c in clips]
+    assert held.GetRootLayer().ExportToString() == Sdf.Layer.OpenAsAnonymous(str(path)).ExportToString()
 
 
 def test_atomic_output_names_an_unwritable_path(tmp_path, rig, clips):
