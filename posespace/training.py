@@ -250,7 +250,8 @@ def _seed_rank(seed: int, rank: int, start: int, device: torch.device) -> None:
     value = int(np.random.SeedSequence([seed, rank, start]).generate_state(1, np.uint64)[0] >> 1)
     torch.random.default_generator.manual_seed(value)
     if device.type == "cuda":
-        torch.cuda.default_generators[device.index if device.index is not None else 0].manual_seed(value)
+        with torch.cuda.device(device):  # an index-less "cuda" is the current device, as _train forks it
+            torch.cuda.manual_seed(value)
 
 
 def _restore_random_state(state: dict | None, sampler: PoseBatchSampler, device: torch.device, rank: int) -> None:
