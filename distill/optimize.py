@@ -409,7 +409,7 @@ class Distiller:
             total = sum(weights[k] * v for k, v in terms.items())
             self.optimizer.zero_grad(set_to_none=True)
             total.backward()
-            self._check_finite(step, terms, total)
+            self._check_finite(step, terms, total, weights)
             self.optimizer.step()
             row = {"step": step, "total": total.item()}
             row.update({k: terms[k].item() if k in terms else 0.0 for k in LOSS_TERMS})
@@ -434,18 +434,43 @@ class Distiller:
         bar.close()
         return self._finish(log, ran, video)
 
-    def _check_finite(self, step: int, terms: dict[str, torch.Tensor], total: torch.Tensor) -> None:
-        """Raises before the optimizer moves when the loss or a parameter gradient is not finite."""
+    def _check_finite(
+        self, step: int, terms: dict[str, torch.Tensor], total: torch.Tensor, weights: dict[str, float]
+    ) -> None:
+        """Raises before the optimizer moves when the loss or a parameter gradient is not finite.
+
+        The message names the loss terms to blame: those whose value is not finite or, for a non-finite gradient,
+        those whose own gradient is not (found by recomputing the step, whose draws are seeded by ``(seed, step)``,
+        and backpropagating each term alone; this costs one more forward pass, on the failing step only).
+        """
         params = {"rotations_6d": self.trajectory.rotations_6d, "translation": self.trajectory.translation}
         bad_grads = [n for n, p in params.items() if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
         if bool(torch.isfinite(total)) and not bad_grads:
             return
         values = ", ".join(f"{k} {v.item():.4g}" for k, v in terms.items())
-        what = "loss" if not bool(torch.isfinite(total)) else f"gradient of {', '.join(bad_grads)}"
+        if not bool(torch.isfinite(total)):
+            culprits = [k for k, v in terms.items() if not bool(torch.isfinite(weights[k] * v))]
+            what = "loss"
+        else:
+            culprits = self._terms_with_bad_gradients(step, weights, list(params.values()))
+            what = f"gradient of {', '.join(bad_grads)}"
+        blame = f" from {', '.join(culprits)}" if culprits else ""
         raise FloatingPointError(
-            f"step {step}: non-finite {what} (loss terms: {values}); nothing of this step was saved, the last "
+            f"step {step}: non-finite {what}{blame} (loss terms: {values}); nothing of this step was saved, the last "
             "checkpoint is intact"
         )
+
+    def _terms_with_bad_gradients(self, step: int, weights: dict[str, float], params: list[torch.Tensor]) -> list[str]:
+        """The weighted loss terms of ``step`` whose gradient alone is not finite (the step recomputed)."""
+        terms, _, _ = self.loss_terms(step)
+        bad = []
+        for k, v in terms.items():
+            if not v.requires_grad:
+                continue
+            grads = torch.autograd.grad(weights[k] * v, params, retain_graph=True, allow_unused=True)
+            if any(g is not None and not bool(torch.isfinite(g).all()) for g in grads):
+                bad.append(k)
+        return bad
 
     def _warn_uncovered_views(self, alpha: torch.Tensor) -> None:
         """Warns about views in which the character covers (almost) no pixels (alpha (B, F, H, W))."""
