@@ -23,6 +23,7 @@ import torch
 import warp as wp
 
 from sim._warp_setup import init_warp
+from sim.torch_ops import refuse_double_backward
 
 from . import _render_kernels as K
 
@@ -217,6 +218,7 @@ class _Accumulate(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
+        refuse_double_backward("rasterizer")
         tape, ins, outs = ctx.saved
         adj = {o: wp.from_torch(g.contiguous(), dtype=o.dtype) for o, g in zip(outs, grads) if g is not None}
         tape.backward(grads=adj)

@@ -8,6 +8,7 @@ import torch
 import warp as wp
 
 from sim._warp_setup import init_warp
+from sim.torch_ops import refuse_double_backward
 
 __all__ = ["sphere_penetration", "warp_device", "warp_op", "warp_scalar"]
 
@@ -42,6 +43,7 @@ class _WarpOp(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
+        refuse_double_backward("validator kernel")
         tape, xw, outs = ctx.saved
         g = {o: wp.from_torch(gr.contiguous(), dtype=o.dtype) for o, gr in zip(outs, grads) if gr is not None}
         tape.backward(grads=g)
@@ -90,6 +92,7 @@ class _SpherePenetration(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_depth: torch.Tensor):
+        refuse_double_backward("sphere penetration")
         tape, a, b, depth = ctx.saved
         tape.backward(grads={depth: wp.from_torch(grad_depth.detach().to(torch.float64).contiguous())})
         g = (wp.to_torch(a.grad) + wp.to_torch(b.grad)).to(ctx.dtype)

@@ -17,6 +17,7 @@ from ._warp_setup import init_warp
 from .collision import _check_pair_indices, _finite_scalar
 from .collision import capsule_penetration_penalty as _capsule_wp
 from .collision import ground_penetration_penalty as _ground_wp
+from .torch_ops import refuse_double_backward
 
 __all__ = ["capsule_penetration_penalty", "ground_penetration_penalty"]
 
@@ -40,6 +41,7 @@ class _GroundPenalty(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_pen: torch.Tensor):
+        refuse_double_backward("ground penetration penalty")
         tape, p, pen = ctx.saved
         tape.backward(grads={pen: wp.from_torch(grad_pen.detach().to(torch.float64).contiguous())})
         g = wp.to_torch(p.grad).clone().to(ctx.in_dtype)
@@ -64,6 +66,7 @@ class _CapsulePenalty(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_pen: torch.Tensor):
+        refuse_double_backward("capsule penetration penalty")
         tape, a, b, r, pen = ctx.saved
         tape.backward(grads={pen: wp.from_torch(grad_pen.detach().to(torch.float64).contiguous())})
         ta, tb, tr = ctx.dtypes

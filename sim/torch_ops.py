@@ -30,6 +30,7 @@ __all__ = [
     "quat_rotate",
     "quat_to_matrix",
     "quat_to_rot6d",
+    "refuse_double_backward",
     "rot6d_to_matrix",
     "rot6d_to_quat",
 ]
@@ -143,6 +144,16 @@ def _torch(a: wp.array) -> torch.Tensor:
     return wp.to_torch(a).clone()
 
 
+def refuse_double_backward(op: str) -> None:
+    """Raises inside a Warp-backed ``backward`` run with ``create_graph=True``: the Warp adjoint is not itself
+    differentiable, so torch would treat the gradient as a constant and return wrong second derivatives silently."""
+    if torch.is_grad_enabled():
+        raise RuntimeError(
+            f"second derivatives (create_graph=True, double backward) through the Warp {op} are not supported: "
+            "its gradient would be treated as a constant"
+        )
+
+
 class _ForwardKinematics(torch.autograd.Function):
     @staticmethod
     def forward(ctx, arrays: RigArrays, local_t: torch.Tensor, local_q: torch.Tensor) -> torch.Tensor:
@@ -155,6 +166,7 @@ class _ForwardKinematics(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_world: torch.Tensor):
+        refuse_double_backward("forward kinematics")
         tape, lt, lq, world = ctx.saved
         tape.backward(grads={world: _wp(grad_world, world.dtype)})
         grads = _torch(lt.grad), _torch(lq.grad)
@@ -174,6 +186,7 @@ class _Skin(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_points: torch.Tensor | None, grad_normals: torch.Tensor | None):
+        refuse_double_backward("skinning")
         tape, world, points, normals = ctx.saved
         grads = {}
         if grad_points is not None:

@@ -82,6 +82,10 @@ def test_backward_matches_reference_autograd():
     for mine, ref in ((vw.grad, vr.grad), (cw.grad, cr.grad)):
         np.testing.assert_allclose(mine.double(), ref, atol=GRAD_RTOL * ref.abs().max().item())
     assert vr.grad[..., :2].abs().max() > 1.0 and vr.grad[..., 2].abs().max() > 0.01
+    # second derivatives through the Warp kernels would treat their gradients as constants: refused, not wrong
+    with pytest.raises(RuntimeError, match=r"second derivatives .* not supported"):
+        torch.autograd.grad(_weighted_sum(rasterize(vw, cw, topo, H, W, SETTINGS), [g.float() for g in grads]), vw,
+                            create_graph=True)  # fmt: skip
 
 
 def test_reference_gradient_matches_finite_differences():

@@ -134,6 +134,9 @@ def test_validator_gradients_match_finite_differences(stick_setup, rng):
             fd[idx] = (loss_fn(xp) - loss_fn(xm)) / (2 * GRAD_EPS)
     torch.testing.assert_close(grad[0, joints], fd[0, joints], atol=GRAD_ATOL, rtol=GRAD_RTOL)
     assert fd[0, joints].abs().max() > 1e-2
+    # second derivatives through the Warp kernels would treat their gradients as constants: refused, not wrong
+    with pytest.raises(RuntimeError, match=r"second derivatives .* not supported"):
+        torch.autograd.grad(loss_fn(x), x, create_graph=True)
 
 
 def test_calibration_passes_its_data_and_catches_hyperextension(stick_setup):

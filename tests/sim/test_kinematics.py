@@ -118,6 +118,25 @@ def test_torch_ops_gradcheck(rng):
                                     (root, r6), atol=1e-6)  # fmt: skip
 
 
+def test_torch_ops_refuse_double_backward(rng):
+    """A backward with create_graph=True through the Warp adjoints raises: second derivatives came back silently
+    wrong, the Functions' own second derivatives dropped (only the quaternion normalization's survived)."""
+    from sim.torch_ops import TorchRig
+
+    rig = make_rig(rng, vertex_count=10)
+    trig = TorchRig(rig, dtype=torch.float64)
+    root = torch.tensor(rng.normal(size=(3,)), requires_grad=True)
+    quats = torch.tensor(rng.normal(size=(rig.joint_count, 4)), requires_grad=True)
+    for out in (
+        lambda: trig.forward_kinematics(root, quats),
+        lambda: trig.skin(trig.forward_kinematics(root, quats))[0],
+    ):
+        with pytest.raises(RuntimeError, match=r"second derivatives .* not supported"):
+            torch.autograd.grad((out() ** 2).sum(), quats, create_graph=True)
+        (g,) = torch.autograd.grad((out() ** 2).sum(), quats)  # first derivatives as before
+        assert torch.isfinite(g).all() and g.abs().max() > 0
+
+
 def test_torch_ops_match_numpy_with_batch_dims(rng):
     from sim.torch_ops import TorchRig
 

@@ -151,6 +151,23 @@ def test_torch_penalties_gradcheck(rng):
     )
 
 
+def test_torch_penalties_refuse_double_backward():
+    """create_graph=True through the Warp penalties raises (the penalty's own second derivative was dropped: d/dz of
+    (dpen/dz + z^2) came back -0.2 instead of 1.8)."""
+    torch = pytest.importorskip("torch")
+    from sim.collision_torch import capsule_penetration_penalty, ground_penetration_penalty
+
+    ta = torch.tensor([[[0.0, 0.0, 0.0], [0.1, 0.0, 0.0]]], dtype=torch.float64, requires_grad=True)  # overlapping
+    tb, tr, tp = ta.detach() + torch.tensor([0.0, 0.0, 1.0]), torch.tensor([0.1, 0.1]), torch.tensor([[0, 1]])
+    pts = torch.tensor([[[0.0, 0.0, -0.1]]], dtype=torch.float64, requires_grad=True)
+    cases = ((lambda: ground_penetration_penalty(pts).sum(), pts),
+             (lambda: capsule_penetration_penalty(ta, tb, tr, tp).sum(), ta))  # fmt: skip
+    for value, x in cases:
+        with pytest.raises(RuntimeError, match=r"second derivatives .* not supported"):
+            torch.autograd.grad(value(), x, create_graph=True)
+        assert torch.autograd.grad(value(), x)[0].abs().max() > 0  # first derivatives as before
+
+
 def test_torch_penalties_pass_nan_through():
     """A NaN point or segment read as no penetration (penalty 0, gradient 0), hiding a diverging optimization; the
     other frames keep their values."""
