@@ -2,8 +2,9 @@
 penalties (the Warp kernels of :mod:`sim.collision` through :mod:`sim.collision_torch`), and the optional
 pose-prior hook.
 
-All lengths are measured in body lengths (the character's largest bind-pose extent) so one set of weights
-serves characters of any size and unit.
+All lengths are measured in body lengths (the character's largest horizontal bind-pose extent,
+:func:`distill.renderer.body_dimensions`, the length the renderer frames and the optimizer scales the translation's
+learning rate by) so one set of weights serves characters of any size and unit.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from sim import Rig
 from sim.collision import capsule_penetration
 from sim.collision_torch import capsule_penetration_penalty, ground_penetration_penalty
 from sim.torch_ops import quat_rotate
+
+from .renderer import body_dimensions
 
 __all__ = ["PosePrior", "SelfCollisionCapsules", "ground_penalty", "smoothness"]
 
@@ -90,7 +93,7 @@ class SelfCollisionCapsules:
         self.local_a = torch.as_tensor(np.array(ends_a).reshape(-1, 3), dtype=torch.float64)
         self.local_b = torch.as_tensor(np.array(ends_b).reshape(-1, 3), dtype=torch.float64)
         self.radii = torch.as_tensor(np.array(radii), dtype=torch.float64)
-        self.body_length = float(max(np.ptp(mesh.points, axis=0).max(), 1e-9))
+        self.body_length = body_dimensions(rig)[0]  # the smoothness and ground terms' length (was all 3 axes)
         hops = _tree_hops(rig.parents)
         c = len(joints)
         candidates = [(i, k) for i in range(c) for k in range(i + 1, c) if hops[joints[i], joints[k]] >= min_hops]

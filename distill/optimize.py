@@ -124,6 +124,8 @@ class OptimConfig:
             _check_number(f"OptimConfig.{name}", getattr(self, name), positive=True)
         for name in ("lr_final_fraction", "coarse_fraction"):
             _check_number(f"OptimConfig.{name}", getattr(self, name), positive=False)
+            if getattr(self, name) > 1.0:  # a coarse phase past the last step never reached the target softness
+                raise ValueError(f"OptimConfig.{name}: must be a fraction in [0, 1], got {getattr(self, name)!r}")
         _check_number("OptimConfig.coarse_scale", self.coarse_scale, positive=True)
         if self.sigma_start is not None:
             _check_number("OptimConfig.sigma_start", self.sigma_start, positive=True)
@@ -266,8 +268,12 @@ class Distiller:
         self.device = resolve_device(device, "device")
         self.trig = TorchRig(rig, device=self.device)
         init = init if init is not None else Motion.rest(rig, config.frames, config.fps)
-        if init.frame_count != config.frames:
-            raise ValueError(f"init: {init.frame_count} frames, config.frames is {config.frames}")
+        for name, clip in (("init", init), ("oracle_motion", oracle_motion)):
+            if clip is not None and clip.frame_count != config.frames:
+                raise ValueError(f"{name}: {clip.frame_count} frames, config.frames is {config.frames}")
+            if clip is not None and not math.isclose(clip.fps, config.fps, rel_tol=1e-6):
+                # the trajectory, its renders and motion.usda would play at the clip's rate, config.json at the other
+                raise ValueError(f"{name}: {clip.fps:g} fps, config.fps is {config.fps:g} (resample the clip first)")
         self.trajectory = Trajectory(rig, init, config.optim.key_count).to(self.device)
         self.renderer = VideoRenderer(rig, config.render, device=self.device, body_root=self.trajectory.body_root)
         self.body_length = self.renderer.body_length
@@ -432,7 +438,7 @@ class Distiller:
                 bar.close()
                 return DistillResult(self.trajectory.to_motion(), log, out, ran)
         bar.close()
-        return self._finish(log, ran, video)
+        return self._finish(log, ran)
 
     def _check_finite(
         self, step: int, terms: dict[str, torch.Tensor], total: torch.Tensor, weights: dict[str, float]
@@ -498,16 +504,15 @@ class Distiller:
             self.output_dir / "previews" / f"{name}.{self.config.optim.preview_format}", video, self.config.fps
         )
 
-    def _finish(self, log: list[dict], ran: int, video: torch.Tensor | None) -> DistillResult:
+    def _finish(self, log: list[dict], ran: int) -> DistillResult:
         from usd_io import write_usdskel
 
         out = self.output_dir
         motion = self.trajectory.to_motion()
         write_usdskel(out / "motion.usda", self.rig, [motion])
         self._write_log(out / "loss_log.csv", log)
-        if video is None:
-            video = self.render_motion(motion)
-        self._preview(video.detach(), "final")
+        # the written motion, after the last step (the loop's last render is the one before it)
+        self._preview(self.render_motion(motion), "final")
         metrics = None
         if self.oracle_motion is not None:
             err = self.oracle_error()

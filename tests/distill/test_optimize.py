@@ -19,6 +19,7 @@ from distill.guidance import GuidanceConfig, TimestepSchedule
 from distill.metrics import motion_error
 from distill.optimize import DistillConfig, Distiller, LossWeights, OptimConfig
 from sim import Motion
+from usd_io import load_asset
 
 RESUME_TOL = 1e-6  # [rad-ish 6D units / m]: resumed vs unbroken parameters (same float ops, same order)
 
@@ -175,8 +176,6 @@ def test_oracle_run_recovers_a_known_motion_and_writes_outputs(tmp_path, make_ch
     assert len(rows) == 80 and {"sds", "smoothness", "ground", "self_collision", "total"} <= set(rows[0])
     metrics = json.loads((tmp_path / "oracle_metrics.json").read_text())
     np.testing.assert_allclose(metrics["mean_joint_angle_deg"], after.mean_joint_angle_deg, rtol=1e-6)
-
-    from usd_io import load_asset
 
     back = load_asset(tmp_path / "motion.usda")
     clip = back.clip()
@@ -363,6 +362,41 @@ def test_non_finite_gradient_stops_before_the_step_is_saved(tmp_path, make_chain
     assert state["step"] == 1
     assert all(torch.isfinite(v).all() for v in state["trajectory"].values() if v.is_floating_point())
     assert torch.isfinite(d.trajectory.rotations_6d).all(), "the optimizer did not take the NaN step"
+
+
+def test_final_preview_shows_the_written_motion(tmp_path, make_chain, make_motion):
+    """previews/final.gif is the render of motion.usda's trajectory: it showed the render of the last step's input,
+    one optimizer step before (111/255 apart at a step size of 0.2), and a resumed finished run rendered afresh."""
+    rig = make_chain()
+    cfg = dataclasses.replace(_config("oracle", steps=2), optim=OptimConfig(steps=2, lr_rotation=0.2))
+    shown = {}
+    for resume in (False, True):  # the run, then a resume of the finished run
+        d = Distiller(rig, cfg, tmp_path, oracle_motion=make_motion(rig, 5))
+        d._preview = lambda video, name, d=d, resume=resume: shown.setdefault((resume, name), video.clone())
+        result = d.run(progress=False, resume=resume)
+        written = load_asset(tmp_path / "motion.usda").clip()
+        torch.testing.assert_close(shown[resume, "final"], d.render_motion(written), atol=1e-5, rtol=0)
+        np.testing.assert_allclose(np.abs((written.rotations * result.motion.rotations).sum(-1)), 1.0, atol=1e-6)
+    torch.testing.assert_close(shown[True, "final"], shown[False, "final"], atol=1e-5, rtol=0)
+    start = d.render_motion(Motion.rest(rig, 5, 12.0))
+    assert (shown[False, "final"] - start).abs().max() > 0.1, "the run moved the chain visibly"
+
+
+def test_clips_at_another_rate_or_length_are_refused(make_chain, make_motion, tmp_path):
+    """An init or oracle clip at 30 fps in a 12 fps run played at its own rate in motion.usda while config.json said
+    12 (the oracle's wrong rate was silent: the distilled motion came out 2.5x slower than the target)."""
+    rig = make_chain()
+    cfg = _config("oracle", steps=1)
+    good = make_motion(rig, 5)
+    at_30 = Motion(30.0, good.root_translations, good.rotations)
+    with pytest.raises(ValueError, match=r"init: 30 fps, config.fps is 12"):
+        Distiller(rig, cfg, tmp_path, init=at_30, oracle_motion=good)
+    with pytest.raises(ValueError, match=r"oracle_motion: 30 fps, config.fps is 12"):
+        Distiller(rig, cfg, tmp_path, oracle_motion=at_30)
+    with pytest.raises(ValueError, match=r"oracle_motion: 7 frames, config.frames is 5"):
+        Distiller(rig, cfg, tmp_path, oracle_motion=make_motion(rig, 7))
+    with pytest.raises(ValueError, match=r"OptimConfig.coarse_fraction: must be a fraction in \[0, 1\]"):
+        OptimConfig(coarse_fraction=1.5)
 
 
 def test_non_finite_loss_names_its_term(tmp_path, make_chain, make_motion):

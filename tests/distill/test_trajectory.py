@@ -195,3 +195,16 @@ def test_regularizers(make_chain):
     folded[2] = torch.tensor([0.0, 0.0, np.sin(np.radians(175) / 2), np.cos(np.radians(175) / 2)])
     fold_world = long_trig.forward_kinematics(base, folded[None])
     assert collide(fold_world).item() > 0, "folding the chain back onto itself collides"
+
+
+def test_self_collision_is_normalized_like_the_other_terms():
+    """The self-collision term measured in the largest extent over all three axes while smoothness, ground and the
+    translation's learning rate use the renderer's body length (largest horizontal extent): a standing biped's
+    self-collision weighed 0.38x a quadruped's."""
+    from distill.renderer import body_dimensions
+    from sim.characters import biped
+
+    rig = biped()
+    length, height, _ = body_dimensions(rig)
+    assert height > 1.5 * length, "a standing character: its height is not its body length"
+    assert SelfCollisionCapsules(rig).body_length == length
