@@ -9,6 +9,11 @@ from .._collision_kernels import segment_closest_params
 wp.set_module_options({"enable_backward": False})
 
 
+BLOWN_COST = wp.constant(1.0e30)
+"""Per-frame cost the cost kernels write for a world whose state is not finite (float32 sums stay comparable);
+``CharacterSimulation.rollout`` reports a rollout cost at or above it as inf."""
+
+
 @wp.kernel
 def play_targets_kernel(
     step: wp.array[wp.int32],
@@ -159,7 +164,7 @@ def rollout_cost_kernel(
                 vxy = wp.vec3(v[0], v[1], 0.0) * inv_height
                 c += skate_weight * wp.dot(vxy, vxy)
     if not wp.isfinite(c):
-        c = 1.0e30
+        c = BLOWN_COST
     cost_out[w] = cost_out[w] + c
 
 
@@ -201,5 +206,5 @@ def self_penetration_cost_kernel(
         if excess > 0.0:
             c += weight * excess * excess
     if not wp.isfinite(c):
-        c = 1.0e30
+        c = BLOWN_COST
     cost_out[w] = cost_out[w] + c

@@ -405,14 +405,16 @@ class CharacterSimulation:
 
         Returns:
             ``states`` (record, W, B, 13): body origin, rotation (xyzw) and twist per recorded frame; ``q``, ``qd``:
-            the generalized state after ``record`` frames; ``cost`` (W,) accumulated rollout cost; ``assist_sum``,
-            ``assist_max`` (W,) root-assist force statistics (zeros when off).
+            the generalized state after ``record`` frames; ``cost`` (W,) accumulated rollout cost over the ``frames``
+            frames (inf for a world whose state went non-finite); ``assist_sum``, ``assist_max`` (W,) root-assist
+            force statistics over the ``record`` recorded frames (zeros when off).
         """
         self.set_targets(table_q, table_qd)
         self.set_joint_state(joint_q, joint_qd, frame)
         self.reset_costs()
         states = np.zeros((record, self.world_count, self.B, 13))
-        saved = None
+        on = self.root_assist is not None
+        saved = assist = None
         for k in range(frames):
             self.step_frame()
             if k < record:
@@ -420,15 +422,19 @@ class CharacterSimulation:
                 states[k, ..., :3], states[k, ..., 3:7], states[k, ..., 7:] = p, r, v
                 if k == record - 1:
                     saved = self.joint_state()
-        on = self.root_assist is not None
+                    if on:  # the force of the recorded frames only: the rest is replayed by the next window
+                        assist = (self.assist_force_sum.numpy().astype(np.float64),
+                                  self.assist_force_max.numpy().astype(np.float64))  # fmt: skip
         zeros = np.zeros(self.world_count)
+        cost = self.cost.numpy().astype(np.float64)
+        cost[~(cost < K.BLOWN_COST)] = np.inf  # a world whose state went non-finite (the kernels' marker, or NaN)
         return {
             "states": states,
             "q": saved[0],
             "qd": saved[1],
-            "cost": self.cost.numpy().astype(np.float64),
-            "assist_sum": self.assist_force_sum.numpy().astype(np.float64) if on else zeros,
-            "assist_max": self.assist_force_max.numpy().astype(np.float64) if on else zeros,
+            "cost": cost,
+            "assist_sum": assist[0] if on else zeros,
+            "assist_max": assist[1] if on else zeros,
         }
 
     # -- stepping ------------------------------------------------------------------------------------------

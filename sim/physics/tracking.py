@@ -336,13 +336,15 @@ def track(
             break
     t_end = time.perf_counter()
     wall = t_end - t0
-    steady = (n - 2) / ref.fps / (t_end - t_steady) if (t_steady is not None and n > 2 and t_end > t_steady) else None
+    stepped = n if blowup is not None else n - 1  # frames simulated (a blown-up frame was stepped, then dropped)
+    timed = stepped - 1  # those after t_steady
+    steady = timed / ref.fps / (t_end - t_steady) if (t_steady is not None and timed > 0 and t_end > t_steady) else None
     pos, rot, vel = pos[:n], rot[:n], vel[:n]
     fell = detect_fall(pos, rot, ref, cfg, cfg.contact.ground_height_m) if n else None
     assist = None
     if sim.root_assist is not None:
         fsum, fmax = float(sim.assist_force_sum.numpy()[0]), float(sim.assist_force_max.numpy()[0])
-        assist = root_assist_report(character, fsum, fmax, max((n - 1) * sim.substeps, 1))
+        assist = root_assist_report(character, fsum, fmax, max(stepped * sim.substeps, 1))
     motion = character.motion_from_bodies(pos, rot, ref.fps, name=ref.motion.name) if n else ref.motion.slice(0, 1)
     return TrackingResult(
         motion=motion,
@@ -353,7 +355,7 @@ def track(
         blowup=blowup,
         fell_frame=fell,
         wall_time_s=wall,
-        sim_time_s=(n - 1) / ref.fps,
+        sim_time_s=stepped / ref.fps,
         root_assist=assist,
         info={
             "substeps": sim.substeps,

@@ -284,6 +284,66 @@ def test_root_assist_is_off_by_default_and_reports_its_force(table):
     assert assist["max_force_body_weights"] <= cfg.root_assist.max_force_body_weights + 1e-4
 
 
+def test_projection_reports_the_root_assist_of_the_committed_frames():
+    """Each window's rollout summed the assist over all its frames, and the projection added those sums up while
+    dividing by the committed steps only: the mean came out ~window/commit times too large, above the max."""
+    rig = table_quadruped()
+    motion = walkish(rig, frames=25)
+    lifted = sim.Motion(30.0, motion.root_translations + np.array([0.0, 0.0, 0.05]), motion.rotations)
+    ch = build_character(rig, motion)
+    ref = reference_trajectory(ch, lifted)
+    tracking = TrackingConfig(root_assist=RootAssistConfig(enabled=True))
+    one = dict(samples=4, iterations=1, ilc_passes=0, passes=1, rollout_batches=1, threads=1)
+    a = project(ch, ref, tracking, ProjectionConfig(window_frames=12, commit_frames=4, **one)).root_assist
+    assert 0.0 < a["mean_force_n"] <= a["max_force_n"]
+
+
+def test_rollout_reports_a_blown_world_as_infinite_cost(table):
+    """A world whose state went NaN got a finite cost (1e30 per frame): the planner's exclusion of blown rollouts
+    never fired, and the huge cost flattened the sampling weights of all the others to uniform."""
+    from sim.physics.newton_model import CharacterSimulation
+    from sim.physics.tracking import initial_state
+
+    ref = reference_trajectory(table, walkish(table.rig))
+    F, C = ref.frame_count, table.dof_count
+    sim_ = CharacterSimulation(table, ref.fps, F, 3, SolverConfig(capture=False),
+                               cost_reference=(ref.body_pos, ref.body_rot, ref.com_vel))  # fmt: skip
+    sim_.set_state(**initial_state(ref))
+    q0, qd0 = sim_.joint_state()
+    table_q = np.repeat(ref.coords.reshape(F, 1, C), 3, axis=1)
+    clean = sim_.rollout(table_q, np.zeros_like(table_q), q0, qd0, 0, 8, 4)["cost"]
+    bad = table_q.copy()
+    bad[2, 1] = np.nan
+    cost = sim_.rollout(bad, np.zeros_like(bad), q0, qd0, 0, 8, 4)["cost"]
+    assert np.isfinite(clean).all() and cost[1] == np.inf
+    np.testing.assert_array_equal(cost[[0, 2]], clean[[0, 2]])
+
+
+def test_steady_realtime_factor_counts_the_frames_stepped_before_a_blowup(table, monkeypatch):
+    """After a blow-up at frame f the frames 2..f were timed but f - 2 were counted (a 2/3 understatement at f = 4).
+    A fake clock advancing 1 s per frame makes the factor exactly (1 / fps) / 1 s."""
+    import types
+
+    from sim.physics import newton_model, tracking
+
+    clock = [0.0]
+    step = newton_model.CharacterSimulation.step_frame
+
+    def timed_step(self):
+        step(self)
+        clock[0] += 1.0
+
+    monkeypatch.setattr(newton_model.CharacterSimulation, "step_frame", timed_step)
+    monkeypatch.setattr(tracking, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    ref = reference_trajectory(table, walkish(table.rig))
+    coords = ref.coords.copy()
+    coords[5] += 1.0e3
+    for target in (None, coords):
+        res = track(table, ref, target_coords=target)
+        assert (res.blowup is None) == (target is None)
+        assert res.info["steady_realtime_factor"] == pytest.approx(1.0 / ref.fps, rel=1e-9)
+
+
 def test_root_assist_damps_the_root_origin_velocity():
     """Newton's body_qd holds the centre of mass's linear velocity; the assist's reference velocity is the root
     origin's. A root spinning about its origin exactly as the reference does (origin at rest, centre of mass
