@@ -70,6 +70,11 @@ def _yaw_quat(q: np.ndarray) -> np.ndarray:
     return axis_angle_to_quat(yaw[..., None] * np.array([0.0, 0.0, 1.0]))
 
 
+def _without_heading(q: np.ndarray) -> np.ndarray:
+    """``q`` with its heading (:func:`_yaw_quat`) taken off: yaw^-1 q."""
+    return quat_multiply(quat_conjugate(_yaw_quat(q)), q)
+
+
 def _check_loops(loops) -> None:
     """Raises ValueError unless ``loops`` is a positive integer (a float such as 2.0 is refused too)."""
     if isinstance(loops, (bool, np.bool_)) or not isinstance(loops, (int, np.integer)) or loops < 1:
@@ -85,8 +90,9 @@ def loop_motion(motion: Motion, loops: int) -> Motion:
     horizontal position accumulate, height does not).
 
     Works on the clip's own sample times (keyframed clips keep their keys): the period is ``times[-1] -
-    times[0]`` for a closing clip (last frame == first frame, whose duplicate is dropped between repeats), one
-    mean sample interval longer otherwise (with a warning: such a clip jumps at each seam).
+    times[0]`` for a closing clip (last frame == first frame up to the heading the cycle turns by, whose duplicate
+    is dropped between repeats), one mean sample interval longer otherwise (with a warning: such a clip jumps at
+    each seam; its travel and turn per repeat are extrapolated by that interval).
 
     Raises:
         ValueError: ``loops`` is not a positive integer.
@@ -94,7 +100,10 @@ def loop_motion(motion: Motion, loops: int) -> Motion:
     _check_loops(loops)
     if loops == 1 or motion.frame_count < 2:
         return motion
-    d = np.abs(motion.rotations[0] - motion.rotations[-1])
+    # closing: the last frame is the first pose again, up to the heading the cycle turns by (a turning walk)
+    first, last = motion.rotations[0].copy(), motion.rotations[-1].copy()
+    first[0], last[0] = _without_heading(first[0]), _without_heading(last[0])
+    d = np.minimum(np.abs(first - last).max(-1), np.abs(first + last).max(-1))  # either quaternion sign
     closing = motion.frame_count > 2 and float(d.max()) < CYCLIC_TOLERANCE
     if not closing:
         warnings.warn(f"motion {motion.name!r}: first and last frames differ; looping anyway", stacklevel=2)
@@ -104,8 +113,10 @@ def loop_motion(motion: Motion, loops: int) -> Motion:
     q0, q1 = motion.rotations[0, 0], motion.rotations[-1, 0]
     dyaw = quat_multiply(_yaw_quat(q1), quat_conjugate(_yaw_quat(q0)))
     step = motion.root_translations[-1] - motion.root_translations[0]
-    if not closing:
-        step = step * motion.frame_count / (motion.frame_count - 1)
+    if not closing:  # one more sample interval of travel and turn, at the clip's mean rate
+        stretch = motion.frame_count / (motion.frame_count - 1)
+        step = step * stretch
+        dyaw = axis_angle_to_quat(np.array([0.0, 0.0, 2.0 * np.arctan2(dyaw[2], dyaw[3]) * stretch]))
     step[2] = 0.0
     origin = motion.root_translations[0] * np.array([1.0, 1.0, 0.0])
     roots, rots, trans, times = [], [], [], []

@@ -378,13 +378,27 @@ def test_loop_motion_accumulates_heading_and_position():
     rot = np.repeat(rig.rest_rotations[None], frames, 0).copy()
     rot[:, 0] = axis_angle_to_quat(yaw[:, None] * [0.0, 0.0, 1.0])
     root = np.stack([np.linspace(0, 1.0, frames), np.zeros(frames), np.full(frames, 0.4)], axis=1)
-    # make it closing in pose (root rotation differs only by heading, other joints equal)
+    # closing in pose: the root rotation differs only by the heading the cycle turns by, other joints are equal
+    # (a turning cycle was taken for an open one: each seam held the pose and heading for a frame)
     m = sim.Motion(10.0, root, rot)
-    with pytest.warns(UserWarning, match="differ"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         looped = loop_motion(m, 2)
+    assert looped.frame_count == 2 * (frames - 1) + 1
+    np.testing.assert_allclose(looped.times, np.arange(2 * frames - 1) / 10.0, atol=1e-12)
+    yaw_step = 2 * np.arccos(np.clip(np.abs((looped.rotations[1:, 0] * looped.rotations[:-1, 0]).sum(-1)), 0, 1))
+    np.testing.assert_allclose(yaw_step, 0.05, atol=1e-9)  # the heading turns on at the clip's rate
+    travel = np.linalg.norm(np.diff(looped.root_translations[:, :2], axis=0), axis=1)
+    assert travel.min() > 0.09, "no frame repeats at the seam"
+    # an open turning cycle (a joint differs at the end): one more interval of travel and turn per repeat
+    open_rot = rot.copy()
+    open_rot[-1, 1] = axis_angle_to_quat(np.array([0.0, 0.3, 0.0]))
+    with pytest.warns(UserWarning, match="differ"):
+        looped = loop_motion(sim.Motion(10.0, root, open_rot), 2)
     assert looped.frame_count == 2 * frames
-    # the second loop starts one step after the first ended, turned by the clip's heading change
     np.testing.assert_allclose(looped.times, np.arange(2 * frames) / 10.0, atol=1e-12)
+    yaw_step = 2 * np.arccos(np.clip(np.abs((looped.rotations[1:, 0] * looped.rotations[:-1, 0]).sum(-1)), 0, 1))
+    np.testing.assert_allclose(yaw_step, 0.05, atol=1e-9)  # the extrapolated heading keeps the clip's rate
     # a closing clip: drop the duplicate frame between repeats
     rot2 = np.repeat(rig.rest_rotations[None], frames, 0)
     closing = sim.Motion(10.0, root, rot2)
