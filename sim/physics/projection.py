@@ -72,8 +72,11 @@ def _ilc_plan(
     tracking: TrackingConfig,
     cfg: ProjectionConfig,
     plan: np.ndarray,
+    base: np.ndarray,
 ) -> np.ndarray:
-    """Iterative learning control: target += gain x joint-angle error, over the frames before any fall."""
+    """Iterative learning control: target += gain x joint-angle error, over the frames before any fall; targets
+    stay within ``max_offset_deg`` of ``base`` (F, B - 1, 3) (the reference's coordinates, or the target filter's
+    output on them)."""
     for _ in range(cfg.ilc_passes):
         res = track(character, ref, tracking, target_coords=plan)
         n = len(res.body_rot)
@@ -84,7 +87,7 @@ def _ilc_plan(
         plan = plan.copy()
         plan[:stop] += cfg.ilc_gain * err
         limit = np.deg2rad(cfg.max_offset_deg)
-        plan = ref.coords + np.clip(plan - ref.coords, -limit, limit)
+        plan = base + np.clip(plan - base, -limit, limit)
     return plan
 
 
@@ -109,8 +112,11 @@ def _start_sweep(ref: ReferenceTrajectory, sim, plan: np.ndarray) -> Sweep:
 
 
 def _mppi_pass(character, ref, sim, tracking, cfg, sweep: Sweep, target_filter, rng, progress, pass_index,
-               on_window=None) -> None:  # fmt: skip
+               on_window=None, base=None) -> None:  # fmt: skip
     """Runs one receding-horizon MPPI sweep over the clip from ``sweep``'s committed frame, updating it in place.
+
+    Offsets are bounded by ``max_offset_deg`` around, and penalized from, ``base`` (F, B - 1, 3): the target
+    filter's output on the reference when there is a filter (default: the reference's coordinates).
 
     ``on_window(sweep)`` is called after each committed window (before ``progress``), e.g. to checkpoint.
     """
@@ -118,7 +124,7 @@ def _mppi_pass(character, ref, sim, tracking, cfg, sweep: Sweep, target_filter, 
     W = sim.world_count
     dt = 1.0 / ref.fps
     plan_flat = sweep.plan
-    ref_flat = ref.coords.reshape(F, C)
+    ref_flat = (ref.coords if base is None else base).reshape(F, C)  # the offsets' origin
     max_off = np.deg2rad(cfg.max_offset_deg)
     pos, rot, vel = sweep.pos, sweep.rot, sweep.vel
     while sweep.f0 < F - 1 and sweep.blowup is None:
@@ -177,6 +183,24 @@ def _mppi_pass(character, ref, sim, tracking, cfg, sweep: Sweep, target_filter, 
         if cand_best is None:
             sweep.blowup = (f0 + 1, "every rollout of the window blew up")
             break
+        if target_filter is not None:
+            # the committed targets are the filter's output: the best sample filtered, then simulated again
+            win = slice(f0 + 1, f0 + H + 1)
+            trial = plan_flat.copy()
+            trial[win] = cand_best
+            cand_best = apply_target_filter(character, ref, trial.reshape(F, -1, 3), target_filter).reshape(F, C)[win]
+            table = np.repeat(plan_flat[:, None, :], W, axis=1)
+            table[win] = cand_best[:, None]
+            rates = np.gradient(table, dt, axis=0) if tracking.velocity_targets else np.zeros_like(table)
+            q0, qd0 = np.repeat(sweep.q[None], W, 0), np.repeat(sweep.qd[None], W, 0)
+            out = sim.rollout(table, rates, q0, qd0, f0, H, commit)
+            sweep.rollout_frames += H * W
+            cost_best = float(out["cost"][0] + cfg.offset_weight * np.sum((cand_best - ref_flat[win]) ** 2))
+            if not np.isfinite(cost_best):
+                sweep.blowup = (f0 + 1, "the filtered targets of the window blew up")
+                break
+            frames_best, q_best, qd_best = out["states"][:, 0], out["q"][0].copy(), out["qd"][0].copy()
+            a_sum, a_max = float(out["assist_sum"][0]), float(out["assist_max"][0])
         plan_flat[f0 + 1 : f0 + H + 1] = cand_best
         seg = slice(f0 + 1, f0 + commit + 1)
         pos[seg], rot[seg], vel[seg] = frames_best[..., :3], frames_best[..., 3:7], frames_best[..., 7:]
@@ -221,8 +245,9 @@ def project(
         reference: the reference motion (uniformly sampled at its fps: ``motion.is_uniform()``) or its trajectory.
         tracking: controller configuration (solver, contact, root assist: off by default).
         cfg: projection configuration.
-        target_filter: optional pose-sequence filter; it constrains the plan (the initial targets and each
-            window's mean) -- samples perturb around the filtered mean.
+        target_filter: optional pose-sequence filter; it constrains the plan (the initial targets, the targets
+            after iterative learning, and each window's mean; offsets are bounded around and penalized from its
+            output on the reference) -- samples perturb around the filtered mean.
         progress: optional callback after each committed window.
         checkpoint: optional checkpoint file, save interval and resume flag. A run resumed from it steps the
             same floats in the same order as an unbroken run and returns the same result.
@@ -261,12 +286,15 @@ def project(
             rng.bit_generator.state = state.rng_state
             t_start -= state.elapsed_s
     resumed = None
+    base = None  # with a filter: its output on the reference, around which the targets are optimized
+    if target_filter is not None:
+        base = filtered if filtered is not None else apply_target_filter(character, ref, ref.coords, target_filter)
     if state is None:
-        plan = ref.coords.copy()
-        if target_filter is not None:
-            plan = filtered if filtered is not None else apply_target_filter(character, ref, plan, target_filter)
+        plan = ref.coords.copy() if base is None else base.copy()
         if cfg.ilc_passes > 0:
-            plan = _ilc_plan(character, ref, tracking, cfg, plan)
+            plan = _ilc_plan(character, ref, tracking, cfg, plan, ref.coords if base is None else base)
+            if target_filter is not None:  # the learned targets constrained again (ILC pulls to the reference)
+                plan = apply_target_filter(character, ref, plan, target_filter)
         state = ckpt.ProjectionState(plan.reshape(F, C).copy(), [], {}, 0.0, time.perf_counter() - t_start)
     elif state.sweeps:
         last = state.sweeps[-1]
@@ -317,7 +345,8 @@ def project(
                 plan = state.sweeps[-1].plan if state.sweeps else state.start_plan
                 state.sweeps.append(_start_sweep(ref, sim, plan))
             k = len(state.sweeps) - 1
-            _mppi_pass(character, ref, sim, tracking, cfg, state.sweeps[k], target_filter, rng, progress, k, on_window)
+            _mppi_pass(character, ref, sim, tracking, cfg, state.sweeps[k], target_filter, rng, progress, k, on_window,
+                       base)  # fmt: skip
             save()
     finally:
         if sim is not None:

@@ -410,6 +410,16 @@ def test_target_filter_hook(table):
     rest_coords = table.joint_coordinates(table.body_transforms(freeze(motion))[1])
     np.testing.assert_allclose(frozen.target_coords, rest_coords, atol=1e-9)
 
+    # the projection commits the filter's output too (its learning passes, sample bounds and offset penalty pulled
+    # the targets back towards the reference: 13.6 of the 14.3 deg between reference and filter output)
+    cfg = ProjectionConfig(samples=4, iterations=2, passes=1, threads=1)
+    projected = project(table, motion, cfg=cfg, target_filter=freeze)
+    np.testing.assert_allclose(projected.target_coords, rest_coords, atol=1e-9)
+    assert np.abs(table.joint_coordinates(table.body_transforms(motion)[1]) - rest_coords).max() > np.radians(10)
+    plain, same = project(table, motion, cfg=cfg), project(table, motion, cfg=cfg, target_filter=lambda m: m)
+    np.testing.assert_allclose(same.target_coords, plain.target_coords, atol=1e-6)
+    np.testing.assert_allclose(same.body_pos, plain.body_pos, atol=1e-5)
+
 
 def test_projection_beats_pd_on_body_error(table):
     rig = table.rig
