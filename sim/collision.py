@@ -51,7 +51,8 @@ def _finite_scalar(name: str, value) -> float:
 
 
 def _check_pair_indices(pairs: np.ndarray, capsule_count: int) -> None:
-    """Raises ValueError unless every capsule index in ``pairs`` (P, 2) lies in ``[0, capsule_count)``.
+    """Raises ValueError unless every capsule index in ``pairs`` (P, 2) lies in ``[0, capsule_count)`` and no pair
+    names one capsule twice.
 
     The kernels index the segment arrays with these values unchecked: an index outside the range reads arbitrary
     memory (garbage penalties or a crash), so every public entry point checks them on the host first.
@@ -63,6 +64,10 @@ def _check_pair_indices(pairs: np.ndarray, capsule_count: int) -> None:
         k = int(np.flatnonzero(bad.any(axis=-1))[0])
         i, j = (int(v) for v in pairs[k])
         raise ValueError(f"pairs: capsule index out of range [0, {capsule_count}): pair {k} is ({i}, {j})")
+    same = pairs[..., 0] == pairs[..., 1]
+    if same.any():  # a capsule "overlaps" itself by twice its radius: a penalty no pose can remove
+        k = int(np.flatnonzero(same)[0])
+        raise ValueError(f"pairs: pair {k} pairs capsule {int(pairs[k, 0])} with itself")
 
 
 def ground_penetration_penalty(

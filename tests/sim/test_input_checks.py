@@ -85,6 +85,16 @@ def test_numpy_capsule_pairs_out_of_range_raise(index):
         max_capsule_penetration(a, b, r, pairs)
 
 
+def test_capsule_paired_with_itself_is_refused():
+    """A pair (i, i) was accepted and counted a 2r overlap no pose can remove."""
+    a, b, r = _two_capsules()
+    with pytest.raises(ValueError, match=r"pairs: pair 1 pairs capsule 1 with itself"):
+        capsule_penetration(a, b, r, np.array([[0, 1], [1, 1]]))
+    ta, tb, tr = _two_capsules_torch()
+    with pytest.raises(ValueError, match=r"pairs: pair 0 pairs capsule 0 with itself"):
+        capsule_penalty_torch(ta, tb, tr, torch.tensor([[0, 0]]))
+
+
 @pytest.mark.parametrize("index", [2, 50, -1])
 def test_warp_capsule_pairs_out_of_range_raise(index):
     init_warp()
