@@ -90,7 +90,8 @@ def swing_twist_x_t(q: torch.Tensor, eps: float = 1e-12) -> tuple[torch.Tensor, 
 
     Args:
         q: quaternions [xyzw], shape (..., 4).
-        eps: regularizer of the square roots at zero swing or twist.
+        eps: regularizer of the square roots at zero swing or twist; below ``q_x^2 + q_w^2 = eps`` (a half-turn
+            swing) the twist is identity, as in :func:`twist_quat_x` (the swing then reads pi, gradients finite).
 
     Returns:
         swing (..., 2) [rad] and twist (...,) [rad].
@@ -99,10 +100,14 @@ def swing_twist_x_t(q: torch.Tensor, eps: float = 1e-12) -> tuple[torch.Tensor, 
 
     q = q / q.norm(dim=-1, keepdim=True)
     q = torch.where(q[..., 3:4] < 0, -q, q)
-    tn = torch.sqrt(q[..., 0] ** 2 + q[..., 3] ** 2 + eps)
-    twist = 2.0 * torch.atan2(q[..., 0], q[..., 3])
+    n2 = q[..., 0] ** 2 + q[..., 3] ** 2
+    ok = n2 > eps
+    # masked inputs keep the discarded branch's gradient finite (torch.where multiplies it by 0, NaN stays NaN)
+    qx, qw = torch.where(ok, q[..., 0], 0.0), torch.where(ok, q[..., 3], 1.0)
+    tn = torch.sqrt(qx**2 + qw**2 + eps)
+    twist = torch.where(ok, 2.0 * torch.atan2(qx, qw), 0.0)
     zero = torch.zeros_like(tn)
-    t = torch.stack([q[..., 0] / tn, zero, zero, q[..., 3] / tn], dim=-1)
+    t = torch.stack([torch.where(ok, qx / tn, 0.0), zero, zero, torch.where(ok, qw / tn, 1.0)], dim=-1)
     s = quat_multiply(q, quat_conjugate_t(t))
     vn = torch.sqrt(s[..., 1] ** 2 + s[..., 2] ** 2 + eps)
     angle = 2.0 * torch.atan2(vn, s[..., 3])

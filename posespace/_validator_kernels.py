@@ -29,19 +29,31 @@ def joint_limit_kernel(
     ``{s : n_k . s <= swing_support[j, k]}`` (``n_k = plane_normals[k]``, 2D unit vectors). Outputs
     ``weight * (n_k . s - support)`` per plane (positive outside) and ``weight * max(twist - twist_hi,
     twist_lo - twist)`` (positive outside the range, negative inside).
+
+    A half-turn swing (``q_x = q_w = 0``, the bone reversed) has no twist: below ``q_x^2 + q_w^2 = 1e-12`` the
+    twist is identity, as in :func:`posespace._rotations.swing_twist_x`, so the swing reads pi with a finite
+    gradient. A non-finite quaternion gives NaN outputs (``wp.normalize`` would read it as the rest pose).
     """
     n, j = wp.tid()
-    q = wp.normalize(d[n, j])
+    dq = d[n, j]
+    q = wp.normalize(dq)
     zero = q[3] - q[3]
     one = zero + type(zero)(1.0)
     two = one + one
     eps = type(zero)(1.0e-12)
+    # 0 for a finite quaternion, NaN otherwise (NaN * 0 and inf * 0 are NaN)
+    poison = zero * (dq[0] + dq[1] + dq[2] + dq[3])
     if q[3] < zero:
         q = -q
-    tn = wp.sqrt(q[0] * q[0] + q[3] * q[3] + eps)
-    twist = two * wp.atan2(q[0], q[3])
-    tx = q[0] / tn
-    tw = q[3] / tn
+    tn2 = q[0] * q[0] + q[3] * q[3]
+    twist = zero
+    tx = zero
+    tw = one
+    if tn2 > eps:
+        tn = wp.sqrt(tn2 + eps)
+        twist = two * wp.atan2(q[0], q[3])
+        tx = q[0] / tn
+        tw = q[3] / tn
     # s = q * conj(t), t = (tx, 0, 0, tw): only the y, z and w parts are needed
     sy = tw * q[1] - tx * q[2]
     sz = tw * q[2] + tx * q[1]
@@ -51,8 +63,8 @@ def joint_limit_kernel(
     w = weight[j]
     for p in range(plane_normals.shape[0]):
         nrm = plane_normals[p]
-        swing_out[n, j, p] = w * (k * (nrm[0] * sy + nrm[1] * sz) - swing_support[j, p])
-    twist_out[n, j] = w * wp.max(twist - twist_hi[j], twist_lo[j] - twist)
+        swing_out[n, j, p] = w * (k * (nrm[0] * sy + nrm[1] * sz) - swing_support[j, p]) + poison
+    twist_out[n, j] = w * wp.max(twist - twist_hi[j], twist_lo[j] - twist) + poison
 
 
 @wp.kernel

@@ -75,7 +75,10 @@ class BodyModel:
         sphere_joint: joint carrying each sphere, shape (S,).
         sphere_center: sphere centres in bind-pose world coordinates [m], shape (S, 3).
         sphere_radius: [m], shape (S,).
-        touching: part pairs ``(a, b)``, ``a < b``, whose regions share a mesh triangle (adjacent on the skin).
+        touching: part pairs ``(a, b)``, ``a < b``, whose regions share a mesh triangle (adjacent on the skin) or,
+            on the tube proxy, whose tubes share an end point (bones joined through zero-length joints, like the
+            collars and neck of a BVH chest hub: their tubes start at one point, a pose bending one cannot part
+            them).
         blend_joints: (outer, inner) joint per blend pair, the inner one deeper in the tree, shape (B, 2).
         blend_weights: the pair's most balanced weight split (sums to 1), shape (B, 2).
         blend_axis: bone axis the pair twists about, bind-pose world coordinates (unit), shape (B, 3).
@@ -92,6 +95,8 @@ class BodyModel:
         self.proxy = not has_mesh
         self.mesh = rig.merged_mesh() if has_mesh else _proxy_tubes(rig, self.bind_positions, self.height, cfg)
         self._fit_parts(rig)
+        if self.proxy:
+            self.touching |= _shared_tube_ends(rig, self.bind_positions, self.height)
         self._fit_blend_pairs(rig)
 
     # -- parts and spheres --------------------------------------------------------------------------------
@@ -180,6 +185,28 @@ class BodyModel:
         inner = self.blend_joints[:, 1]
         axis_local = quat_rotate(local[inner], np.array([1.0, 0.0, 0.0]))
         self.blend_axis = quat_rotate(self.bind_rotations[inner], axis_local).reshape(-1, 3)
+
+
+def _shared_tube_ends(rig: Rig, positions: np.ndarray, height: float) -> set[tuple[int, int]]:
+    """Part pairs ``(a, b)``, ``a < b``, of the tube proxy whose tubes share an end point (within the zero-length
+    bone length): a tube ``p -> j`` belongs to part ``p`` and ends at the bind positions of ``p`` and ``j``, so
+    parts meeting through zero-length joints (a hub joint with zero-offset children has no tube of its own) touch
+    like a parent and its child."""
+    tiny = MIN_BONE_FRACTION * height
+    ends: dict[int, list[int]] = {}  # part -> joints at its tubes' end points
+    for j in range(1, rig.joint_count):
+        p = int(rig.parents[j])
+        if np.linalg.norm(positions[j] - positions[p]) >= tiny:  # the tubes _proxy_tubes builds
+            ends.setdefault(p, []).extend((p, j))
+    parts = sorted(ends)
+    out = set()
+    for i, a in enumerate(parts):
+        pa = positions[ends[a]]
+        for b in parts[i + 1 :]:
+            gap = np.linalg.norm(pa[:, None] - positions[ends[b]][None], axis=-1)
+            if gap.min() < tiny:
+                out.add((a, b))
+    return out
 
 
 def _proxy_tubes(rig: Rig, positions: np.ndarray, height: float, cfg: BodyConfig) -> SkinnedMesh:

@@ -224,8 +224,11 @@ class PoseRig:
         return -self.lowest_points(rotations, translations)
 
     def mirror(self, poses: np.ndarray) -> np.ndarray:
-        """Left/right mirror images of 6D poses (N, J, 6) (identity map for rigs without verified symmetry)."""
+        """Left/right mirror images of 6D poses (N, J, 6) (identity map for rigs without verified symmetry: a copy
+        of ``poses``, as the mirror map is unknown there)."""
         poses = np.asarray(poses, dtype=np.float64)
+        if not self.frame.symmetric:
+            return poses.copy()
         m = rot6d_to_matrix(poses)
         p = self._mirror_p
         out = np.empty_like(m)
@@ -274,15 +277,26 @@ class PoseRig:
         x = quat_to_rot6d(d)
         return torch.where(c["active"][:, None], x, c["identity6d"])
 
+    def check_poses(self, x: torch.Tensor | np.ndarray, name: str = "poses", flat: bool = False) -> None:
+        """ValueError naming ``name`` unless ``x`` is a batch of 6D poses of this rig, shape (N, ..., J, 6) (at
+        least one batch dimension: a single (J, 6) pose, or one of another joint count, would broadcast against
+        the rig's constants into something else); exactly (N, J, 6) when ``flat``."""
+        shape = tuple(x.shape)
+        if (len(shape) != 3 if flat else len(shape) < 3) or shape[-2:] != (self.joint_count, 6):
+            more = "" if flat else " (or more batch dimensions)"
+            raise ValueError(f"{name}: 6D poses of rig {self.rig.name!r} must have shape (N, {self.joint_count}, 6)"
+                             f"{more}, got {shape}")  # fmt: skip
+
     def decode_torch(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Differentiable decode of 6D poses (..., J, 6).
+        """Differentiable decode of 6D poses (N, ..., J, 6) (ValueError for other shapes, :meth:`check_poses`).
 
         Returns:
-            d: canonical pose quaternions [xyzw], inactive joints identity, shape (..., J, 4).
-            local: local joint rotations [xyzw], shape (..., J, 4).
+            d: canonical pose quaternions [xyzw], inactive joints identity, shape (N, ..., J, 4).
+            local: local joint rotations [xyzw], shape (N, ..., J, 4).
         """
         from sim.torch_ops import quat_multiply, rot6d_to_quat
 
+        self.check_poses(x, "x")
         c = self.torch_constants(x.device, x.dtype)
         x = torch.where(c["active"][:, None], x, c["identity6d"])
         d = rot6d_to_quat(x)

@@ -43,6 +43,12 @@ MIN_BONE_FRACTION = 1e-3
 MIRROR_TOLERANCE = 0.05
 """Left/right joint pairs must mirror each other's rest position within this fraction of the rig height."""
 
+_CANCEL_FRACTION = 1e-2
+"""A joint's children cancel out (its bone continues the incoming one) when their subtree-weighted directions sum
+to less than this fraction of the total weight, i.e. they point within about a degree of opposite ways: the
+resultant of a near-cancelling pair is rounding noise or a sub-millimetre asymmetry, so its direction would swing
+the bone axis by up to 90 deg."""
+
 _UP = np.array([0.0, 0.0, 1.0])
 _Y = np.array([0.0, 1.0, 0.0])
 
@@ -178,13 +184,17 @@ def _bone_axis(j: int, pos: np.ndarray, parents: np.ndarray, children: list[list
     """Direction of joint j's bone in world rest coordinates (unit), see the module docstring."""
     tiny = MIN_BONE_FRACTION * height
     axis = np.zeros(3)
+    weight = 0.0
     # children weighted by subtree size, so a chest points to the neck-and-arms mass, not one collar
     for c in children[j]:
         d = _first_offset(c, pos, children, tiny, origin=pos[j])
         if d is not None:
             axis += sizes[c] * d / np.linalg.norm(d)
-    if np.linalg.norm(axis) < 1e-6:
-        # leaf, or children cancel out: continue the incoming bone (skipping zero-length ancestors)
+            weight += sizes[c]
+    if np.linalg.norm(axis) <= _CANCEL_FRACTION * weight:
+        # leaf, or children cancel out (relative to their weight: see _CANCEL_FRACTION): continue the incoming
+        # bone (skipping zero-length ancestors), or point up without one
+        axis = np.zeros(3)
         k = j
         while k > 0:
             d = pos[k] - pos[parents[k]]

@@ -148,12 +148,20 @@ class JointLimits:
         vectors and the rest pose (their support function), scaled by ``limit_scale`` and moved out by
         ``limit_margin_deg``, at least ``min_swing_deg``, and at least ``prior_swing_deg`` except behind
         one-sided joints: a knee that only bends forward in the data may bend forward freely but backwards only
-        by its seen reach plus the margin. Every calibration pose lies inside. Twist: the seen range scaled and
-        widened the same way, at least ``prior_twist_deg`` either way.
+        by its seen reach plus the margin. Twist: the seen range scaled and widened the same way, at least
+        ``prior_twist_deg`` either way. With ``limit_scale >= 1`` every pose of ``d`` lies inside; a smaller scale
+        may cut into the seen range (then part of the calibration poses fail).
+
+        Raises:
+            ValueError: ``d`` holds no poses (there is no range to fit).
         """
         cfg = config or ValidatorConfig()
         J = pose_rig.joint_count
-        swing_v, twist = swing_twist_x(np.asarray(d).reshape(-1, J, 4))
+        d = np.asarray(d)
+        if d.shape[-2:] != (J, 4) or d.size == 0:
+            raise ValueError(f"d: joint limits are fitted to canonical pose quaternions of shape (N, {J}, 4) with "
+                             f"N >= 1, got {d.shape}")  # fmt: skip
+        swing_v, twist = swing_twist_x(d.reshape(-1, J, 4))
         margin, floor = np.radians(cfg.limit_margin_deg), np.radians(cfg.min_swing_deg)
         normals = plane_normals(cfg.swing_planes)
         support = np.maximum(np.einsum("njc,kc->njk", swing_v, normals).max(axis=0), 0.0)  # (J, K)
@@ -178,12 +186,33 @@ class JointLimits:
         out.hinge = hinge
         return out
 
+    def check(self, joint_count: int | None = None) -> JointLimits:
+        """Returns self when the arrays have consistent shapes (``swing`` (J, K) with K >= 3, the others (J,)),
+        ``J = joint_count`` when given, and finite values; ValueError naming the field and the expected shape
+        otherwise (a limit table of another skeleton would be read out of bounds by the kernel)."""
+        swing = np.asarray(self.swing)
+        J = swing.shape[0] if swing.ndim == 2 else None
+        if joint_count is not None:
+            J = int(joint_count)
+        expect = "J" if J is None else str(J)
+        if swing.ndim != 2 or swing.shape[0] != J or swing.shape[1] < 3:
+            raise ValueError(f"JointLimits.swing: must have shape ({expect}, K) with K >= 3 half-planes, got "
+                             f"{swing.shape}")  # fmt: skip
+        for name in ("swing", "twist_lo", "twist_hi", "weight"):
+            v = getattr(self, name)
+            if name != "swing" and np.shape(v) != (J,):
+                raise ValueError(f"JointLimits.{name}: must have shape ({J},), got {np.shape(v)}")
+            if not np.issubdtype(np.asarray(v).dtype, np.number) or not np.isfinite(v).all():
+                raise ValueError(f"JointLimits.{name}: must hold finite numbers")
+        return self
+
     def to_dict(self) -> dict:
         return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in asdict(self).items()}
 
     @classmethod
     def from_dict(cls, data: dict) -> JointLimits:
-        return cls(**{k: (np.asarray(v, dtype=np.float64) if k != "source" else v) for k, v in data.items()})
+        """The limits of :meth:`to_dict`'s form, checked (:meth:`check`)."""
+        return cls(**{k: (np.asarray(v, dtype=np.float64) if k != "source" else v) for k, v in data.items()}).check()
 
 
 def plane_normals(count: int) -> np.ndarray:
@@ -212,6 +241,15 @@ class RigCalibration:
     part_allowances: dict[tuple[int, int], float] = field(default_factory=dict)
     pass_rates: dict[str, float] = field(default_factory=dict)
 
+    def __post_init__(self):
+        # pair keys are sorted (a < b): a reversed pair would match no tested sphere pair and exclude nothing
+        self.excluded_parts = [tuple(sorted((int(a), int(b)))) for a, b in self.excluded_parts]
+        allowances: dict[tuple[int, int], float] = {}
+        for (a, b), v in self.part_allowances.items():
+            k = tuple(sorted((int(a), int(b))))
+            allowances[k] = max(float(v), allowances.get(k, float(v)))
+        self.part_allowances = allowances
+
     def to_dict(self) -> dict:
         return {
             "limits": self.limits.to_dict(),
@@ -223,8 +261,8 @@ class RigCalibration:
     def excluded_part_names(self, joint_names: list[str]) -> list[tuple[str, str]]:
         """The excluded part pairs by joint name, sorted: pairs the self-intersection validator does not test (only
         in calibrations written before pair allowances; a known limit: a real intersection of such a pair is not
-        seen)."""
-        return sorted((joint_names[a], joint_names[b]) for a, b in self.excluded_parts)
+        seen). Each pair's names are in alphabetical order."""
+        return sorted(tuple(sorted((joint_names[a], joint_names[b]))) for a, b in self.excluded_parts)
 
     def allowance_names(self, joint_names: list[str]) -> list[tuple[str, str, float]]:
         """The part pairs tested beyond an allowance, by joint name with the allowance [fraction of rig height],
@@ -235,7 +273,7 @@ class RigCalibration:
     def from_dict(cls, data: dict) -> RigCalibration:
         return cls(
             JointLimits.from_dict(data["limits"]),
-            [tuple(p) for p in data.get("excluded_parts", [])],
+            [tuple(sorted((int(a), int(b)))) for a, b in data.get("excluded_parts", [])],
             {tuple(sorted((int(a), int(b)))): float(v) for a, b, v in data.get("part_allowances", [])},
             dict(data.get("pass_rates", {})),
         )
@@ -289,13 +327,14 @@ class PoseValidators:
         self.config = cfg = config or ValidatorConfig()
         self.pose_rig = pose_rig
         self.calibration = calibration or RigCalibration(JointLimits.default(pose_rig, cfg))
+        self.calibration.limits.check(pose_rig.joint_count)
         device = torch.device(device)
         # torch tensors report plain "cpu"; accelerate may hand out "cpu:0", which TorchRig would reject
         self.device, self.dtype = (torch.device("cpu") if device.type == "cpu" else device), dtype
         body = pose_rig.body
         self.torch_rig = TorchRig(body.sphere_rig(pose_rig.rig), self.device, dtype)
         self.candidate_pairs = self._candidate_pairs()
-        excluded = {tuple(p) for p in self.calibration.excluded_parts}
+        excluded = {tuple(sorted(map(int, p))) for p in self.calibration.excluded_parts}
         sj = body.sphere_joint
         keep = [k for k, (a, b) in enumerate(self.candidate_pairs) if (sj[a], sj[b]) not in excluded]
         self.pairs = self.candidate_pairs[keep]
@@ -364,8 +403,12 @@ class PoseValidators:
 
         The swing excess is the largest half-plane violation of the swing polygon. With ``signed`` both are
         negative inside the limits (minus the distance to the nearest limit); otherwise they are clamped at 0.
+        A non-finite quaternion gives NaN.
         """
-        n, J, K = d.shape[0], d.shape[1], self.calibration.limits.swing.shape[1]
+        J = self.pose_rig.joint_count
+        if d.ndim != 3 or tuple(d.shape[1:]) != (J, 4):
+            raise ValueError(f"d: canonical pose quaternions must have shape (N, {J}, 4), got {tuple(d.shape)}")
+        n, K = d.shape[0], self.calibration.limits.swing.shape[1]
         planes, twist = warp_op(joint_limit_kernel, (n, J), d, self._quat, self._limits, [(n, J, K), (n, J)])
         swing = planes.amax(-1)
         return (swing, twist) if signed else (torch.relu(swing), torch.relu(twist))
@@ -433,9 +476,12 @@ class PoseValidators:
     # -- checks ---------------------------------------------------------------------------------------------
     @torch.no_grad()
     def check(self, x: torch.Tensor | np.ndarray, batch: int = 1024) -> ValidityReport:
-        """Measures and pass/fail of 6D poses (N, J, 6)."""
+        """Measures and pass/fail of 6D poses (N, J, 6). No poses (N = 0) give an empty report (its
+        :meth:`ValidityReport.rates` are 1.0); a pose with a non-finite entry at an active joint is not valid (it
+        fails hyperextension, and every other validator its NaN reaches)."""
         x = torch.as_tensor(np.asarray(x) if not torch.is_tensor(x) else x, dtype=self.dtype, device=self.device)
-        parts = []
+        self.pose_rig.check_poses(x, flat=True)
+        parts = [tuple(x.new_zeros(0) for _ in range(3))]  # (N = 0: nothing to concatenate)
         for s in range(0, len(x), batch):
             m = self.measures(x[s : s + batch])
             n = m["swing"].shape[0]
@@ -467,21 +513,29 @@ def calibrate(
     tolerance in more than ``exclusion_rate`` of the poses overlap routinely (their proxies overlap in ordinary
     motion, e.g. a thigh against the belly of a crouching quadruped): each gets an allowance, the penetration
     depth that ``exclusion_rate`` of the poses exceed, so it is still tested for overlaps deeper than the data
-    shows (a fixed exclusion made such pairs blind spots: a leg driven through the Fox's spine passed).
+    shows (a fixed exclusion made such pairs blind spots: a leg driven through the Fox's spine passed). On a
+    symmetric rig with ``pool_mirror``, limits and allowances are fitted to the poses and their mirror images.
 
     Args:
         pose_rig: the rig.
-        poses: real poses in 6D form, shape (N, J, 6).
+        poses: real poses in 6D form, shape (N, J, 6) (N >= 1 unless ``limits`` is given).
         config: thresholds.
         limits: given limits (skip estimation).
 
     Returns:
-        The calibration, with the pass rates it achieves on ``poses``.
+        The calibration, with the pass rates it achieves on ``poses`` themselves (not their mirror images; all
+        1.0 for no poses). With fitted limits and ``limit_scale >= 1`` every pose passes ``hyperextension``.
+
+    Raises:
+        ValueError: ``poses`` of the wrong shape, or no poses to fit limits to.
     """
     from sim.rotations import rot6d_to_quat
 
     cfg = config or ValidatorConfig()
-    poses = np.asarray(poses, dtype=np.float64)
+    given = poses = np.asarray(poses, dtype=np.float64)
+    pose_rig.check_poses(poses, flat=True)
+    if limits is None and len(poses) == 0:
+        raise ValueError("poses: no poses to fit joint limits to (give limits to calibrate without poses)")
     mirrored = cfg.pool_mirror and pose_rig.frame.symmetric
     if mirrored:
         poses = np.concatenate([poses, pose_rig.mirror(poses)])
@@ -512,5 +566,5 @@ def calibrate(
             if k in tested:
                 allowances[(a, b)] = allowances[k] = max(allowances[(a, b)], allowances.get(k, 0.0))
     cal = RigCalibration(limits, part_allowances=dict(sorted(allowances.items())))
-    cal.pass_rates = PoseValidators(pose_rig, cal, cfg).check(poses).rates()
+    cal.pass_rates = PoseValidators(pose_rig, cal, cfg).check(given).rates()
     return cal

@@ -175,3 +175,62 @@ def test_decoded_poses_stand_on_the_ground_on_a_bvh_like_rig(make_stick, make_wa
     at_rest = pr.decode(poses, on_ground=False)
     np.testing.assert_allclose(at_rest.root_translations, 0.0, atol=FK_TOL)
     assert fk(rig, at_rest)[..., 2].min() < -0.8
+
+
+def test_swing_twist_of_a_half_turn_swing_matches_numpy():
+    """A half-turn swing (``q_x = q_w = 0``: the bone reversed) has no twist. NumPy falls back to identity twist
+    and reports a swing of pi; the torch mirror normalized the zero twist to zero and read a swing of 0 (with a
+    ~1e12 gradient). (Within 1e-6 of it, where the twist's direction is rounding noise, torch falls back too: the
+    swing's direction may then differ from NumPy's, its length of ~pi does not.)"""
+    q = np.array([[0.0, 1.0, 0.0, 0.0], [0.0, np.cos(0.4), np.sin(0.4), 0.0], [1e-9, 1.0, 0.0, 0.0]])
+    q = quat_normalize(q)
+    swing, twist = swing_twist_x(q)
+    np.testing.assert_allclose(np.linalg.norm(swing, axis=-1), np.pi, atol=1e-8)
+    qt = torch.tensor(q, requires_grad=True)
+    st, tt = swing_twist_x_t(qt)
+    np.testing.assert_allclose(st.detach().numpy()[:2], swing[:2], atol=1e-6)
+    np.testing.assert_allclose(st.detach().norm(dim=-1).numpy(), np.pi, atol=1e-6)
+    np.testing.assert_allclose(tt.detach().numpy()[:2], twist[:2], atol=1e-9)
+    (st.norm(dim=-1).sum() + tt.sum()).backward()
+    assert torch.isfinite(qt.grad).all() and qt.grad.abs().max() < 1e3
+
+
+def test_mirror_is_the_identity_without_verified_symmetry(make_stick, rng):
+    """``PoseRig.mirror`` is documented as the identity on rigs without verified symmetry; it reflected the poses
+    about the default left axis there (changing them by up to ~1.7 in 6D)."""
+    stick = make_stick()
+    names = [n.replace("left_", "a_").replace("right_", "b_") for n in stick.joint_names]
+    rig = sim.Rig(names, stick.parents, stick.rest_translations, stick.rest_rotations, name="nosides")
+    pr = PoseRig(rig)
+    assert not pr.frame.symmetric
+    from sim.rotations import quat_to_rot6d
+
+    x = quat_to_rot6d(axis_angle_to_quat(rng.normal(scale=0.5, size=(2, rig.joint_count, 3))))
+    out = pr.mirror(x)
+    np.testing.assert_array_equal(out, x)
+    assert out is not x and not np.shares_memory(out, x)
+
+
+def _chest_rig(offset_x: float) -> sim.Rig:
+    """Pelvis, spine, chest, and two arms straight out from the chest, the left one ``offset_x`` [m] forward."""
+    names = ["pelvis", "spine", "chest", "left_arm", "left_hand", "right_arm", "right_hand"]
+    parents = [-1, 0, 1, 2, 3, 2, 5]
+    pos = np.array([[0, 0, 1.0], [0, 0, 1.2], [0, 0, 1.4], [offset_x, 0.2, 1.4], [offset_x, 0.5, 1.4],
+                    [0, -0.2, 1.4], [0, -0.5, 1.4]])  # fmt: skip
+    trans = np.array([pos[j] - (pos[p] if p >= 0 else 0) for j, p in enumerate(parents)])
+    return sim.Rig(names, parents, trans, np.broadcast_to([0.0, 0.0, 0.0, 1.0], (7, 4)).copy(), name="chest")
+
+
+def test_near_cancelling_children_keep_the_incoming_bone_axis():
+    """A chest whose only children are two opposite arms continues the spine (up). The "children cancel" test was
+    absolute (1e-6 on a subtree-size-weighted sum): a 1e-5 m asymmetry turned the chest's axis forward, 90 deg
+    away. It is relative to the children's weight now; a clear asymmetry still points the bone between them."""
+    from posespace.skeleton import canonical_frames
+
+    x = np.array([1.0, 0.0, 0.0])
+    for offset in (0.0, 1e-7, 1e-5, 1e-3):
+        world, _ = canonical_frames(_chest_rig(offset))
+        np.testing.assert_allclose(quat_rotate(world[2], x), [0.0, 0.0, 1.0], atol=1e-6, err_msg=f"{offset}")
+    world, _ = canonical_frames(_chest_rig(0.1))  # the left arm ~27 deg forward: the arms no longer cancel
+    axis = quat_rotate(world[2], x)
+    assert axis[0] > 0.9 and abs(axis[2]) < 1e-9
