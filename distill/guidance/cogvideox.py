@@ -121,6 +121,16 @@ class GuidanceCogVideoX(VideoSDS):
         return self._rope_cache[key]
 
     def predict(self, x_t: torch.Tensor, timestep: float) -> torch.Tensor:
+        # CogVideoX 1.5 patches latent frames in pairs (patch_size_t): an odd count is padded at the front with
+        # copies of the first frame, as its pipeline generates extra leading frames and drops them
+        p_t = getattr(getattr(self.transformer, "config", None), "patch_size_t", None)
+        pad = (-x_t.shape[1]) % p_t if isinstance(p_t, int) and p_t > 1 else 0
+        if pad:
+            x_t = torch.cat([x_t[:, :1].expand(-1, pad, -1, -1, -1), x_t], dim=1)
+        out = self._predict(x_t, timestep)
+        return out[:, pad:]
+
+    def _predict(self, x_t: torch.Tensor, timestep: float) -> torch.Tensor:
         b = x_t.shape[0]
         dtype = self.prompt_embeds.dtype
         pos = self.prompt_embeds.expand(b, -1, -1)

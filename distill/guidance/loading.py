@@ -246,6 +246,17 @@ def _check_scheduler_config(config: dict, preset: ModelPreset, where: str, kind:
         )
 
 
+def _text_length(source: str, preset: ModelPreset) -> int:
+    """The T5 token count the folder's transformer takes (``max_text_seq_length`` in its config: the patch embedding
+    needs exactly that many), else the preset's."""
+    file = Path(source).expanduser() / "transformer" / "config.json"
+    try:
+        value = json.loads(file.read_text()).get("max_text_seq_length") if file.is_file() else None
+    except (OSError, ValueError):
+        value = None  # an unreadable config is reported when the transformer loads
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else preset.text_length
+
+
 def _resolve(source: str, preset: ModelPreset, kind: str) -> str:
     path = Path(source).expanduser()
     hub_like = source.count("/") == 1 and not source.startswith((".", "/", "~")) and not path.exists()
@@ -491,7 +502,8 @@ def _build_released(cfg: GuidanceConfig, preset: ModelPreset, prompt: str, dev: 
         tokenizer = load(transformers.T5Tokenizer, "tokenizer")
         _check_prompt_vocabulary(tokenizer, prompts, source)
         encoder = load(transformers.T5EncoderModel, "text_encoder", torch_dtype=dtype).to(dev)
-        emb = encode_prompts(tokenizer, encoder, [prompt, cfg.negative_prompt], preset.text_length, "cogvideox")
+        length = _text_length(source, preset)
+        emb = encode_prompts(tokenizer, encoder, [prompt, cfg.negative_prompt], length, "cogvideox")
         del encoder
         transformer = load(diffusers.CogVideoXTransformer3DModel, "transformer", torch_dtype=dtype).to(dev)
         vae = load(diffusers.AutoencoderKLCogVideoX, "vae", torch_dtype=dtype).to(dev)

@@ -146,6 +146,28 @@ def test_cogvideox_5b_style_rotary_embeddings(make_chain, make_motion):
     assert len(guidance._rope_cache) == 1
 
 
+def test_cogvideox_15_style_frame_patches_take_an_odd_latent_frame_count():
+    """CogVideoX 1.5 patches latent frames in pairs (patch_size_t 2): 9 frames (3 latent frames) failed inside the
+    patch embedding; the latents are padded at the front like its pipeline's extra frames, the gradient is the
+    latents' shape and reaches every frame."""
+    from diffusers import CogVideoXTransformer3DModel
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        paired = CogVideoXTransformer3DModel(
+            num_attention_heads=4, attention_head_dim=16, in_channels=4, out_channels=4, time_embed_dim=2,
+            text_embed_dim=32, num_layers=1, sample_width=8, sample_height=8, sample_frames=9, patch_size=2,
+            patch_size_t=2, temporal_compression_ratio=4, max_text_seq_length=16, use_rotary_positional_embeddings=True,
+            use_learned_positional_embeddings=False,
+        )  # fmt: skip
+    guidance = _guidance("cogvideox", transformer=paired)
+    for frames in (9, 5):  # 3 latent frames (padded to 4), 2 (as they are)
+        video = torch.rand(1, frames, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(1))
+        out = guidance(video, 0.5, step_generator(0, 0))
+        assert out.grad.shape == out.latents.shape and out.latents.shape[1] == (frames - 1) // 4 + 1
+        assert torch.isfinite(out.grad).all() and (out.grad.abs().amax((0, 2, 3, 4)) > 0).all()
+
+
 def test_vpred_and_flow_formulas_recover_the_noise():
     g = torch.Generator().manual_seed(1)
     x0, eps = (
@@ -249,7 +271,7 @@ def test_build_tiny_and_oracle_guidance():
     assert out.grad.abs().max() < 1e-5, "the target itself is already distilled"
 
 
-def _save_cogvideox_folder(root) -> None:
+def _save_cogvideox_folder(root, text_length: int = 226) -> None:
     """A diffusers-layout CogVideoX folder with tiny random weights and a sentencepiece T5 tokenizer trained here."""
     spm = pytest.importorskip("sentencepiece", reason="CogVideoX's T5Tokenizer needs sentencepiece")
     from diffusers import CogVideoXTransformer3DModel
@@ -260,7 +282,7 @@ def _save_cogvideox_folder(root) -> None:
         transformer = CogVideoXTransformer3DModel(
             num_attention_heads=4, attention_head_dim=8, in_channels=4, out_channels=4, time_embed_dim=2,
             text_embed_dim=32, num_layers=1, sample_width=8, sample_height=8, sample_frames=9, patch_size=2,
-            temporal_compression_ratio=4, max_text_seq_length=226,
+            temporal_compression_ratio=4, max_text_seq_length=text_length,
         )  # fmt: skip
     words = ["a", "fox", "walks", "runs", "jumps", "over", "the", "grass", "quickly", "slowly", "cat", "dog"]
     lines = [" ".join(words[(i * k) % len(words)] for k in range(1, 8)) for i in range(200)]
@@ -603,6 +625,19 @@ def test_released_kinds_load_from_a_local_diffusers_folder(model_folders, monkey
     out = guidance(video, 0.5, step_generator(0, 0))
     out.loss.backward()
     assert torch.isfinite(video.grad).all() and video.grad.abs().max() > 0
+
+
+def test_cogvideox_folder_sets_the_prompt_length(tmp_path, monkeypatch):
+    """The prompt is padded to the folder's transformer's max_text_seq_length (a model taking other than the
+    preset's 226 tokens failed in its patch embedding)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    _save_cogvideox_folder(tmp_path, text_length=24)
+    guidance = build_guidance(GuidanceConfig(kind="cogvideox-2b", model=str(tmp_path), device="cpu",
+                                             dtype="float32"), "a fox walking")  # fmt: skip
+    assert guidance.prompt_embeds.shape == (1, 24, 32)
+    out = guidance(torch.rand(1, FRAMES, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(0)), 0.5,
+                   step_generator(0, 0))  # fmt: skip
+    assert torch.isfinite(out.grad).all()
 
 
 def test_checkpointed_wan_encode_matches_the_vae_and_recomputes_each_chunk():
