@@ -604,6 +604,19 @@ def _run(cfg: TrackConfig) -> int:
     return 0
 
 
+def audit_physical(folder: Path, rig, physical, target, ground_height_m: float, source: str):
+    """Audits the physical motion into ``folder`` on the simulated ground, with joint limits from the tracked
+    ``target`` (the audit's default, the audited motion's own range, cannot fail). Returns the report."""
+    from sim.audit import AuditConfig
+    from sim.contact_metrics import ContactConfig as AuditContact
+    from sim.contact_metrics import joint_limits_from_motions
+    from usd_io import write_audit
+
+    cfg = AuditConfig(contact=AuditContact(ground_height=ground_height_m))
+    limits = joint_limits_from_motions(rig.rest_rotations, [target.rotations], cfg.limit_margin_deg, cfg.limit_quantile)
+    return write_audit(folder, rig, physical, cfg, limits=limits, source=source)
+
+
 def _write_outputs(
     cfg: TrackConfig, character, prepared, clip_name: str, result, metrics: dict, filtered_targets=None
 ) -> int:
@@ -629,21 +642,20 @@ def _write_outputs(
         print(f"error: {result.blowup}; wrote metrics.json and physics.usda only", file=sys.stderr)
         return 1
     rig = prepared.rig
-    reference_clip = prepared.motion
-    reference_clip.name = "reference"
+    target_clip = prepared.motion  # what the controller tracked (the target_* metrics); reference_* is the input's
+    target_clip.name = "target"
     result.motion.name = "physical"
-    clips = [result.motion, reference_clip]
+    clips = [result.motion, target_clip]
     if filtered_targets is not None:  # the reference's PD targets after the pose-space filter
         filtered_targets.name = "pose_space_targets"
         clips.append(filtered_targets)
     write_usdskel(out / "tracked.usda", rig, clips)
     if cfg.preview:
         render_preview(out / "preview.gif", rig, result.motion, prepared.motion, max_frames=cfg.preview_frames,
-                       title=f"{rig.name} {clip_name} ({cfg.method})")  # fmt: skip
+                       ground_height=ground, title=f"{rig.name} {clip_name} ({cfg.method})")  # fmt: skip
     if cfg.audit:
-        from usd_io import write_audit
-
-        report = write_audit(out / "audit", rig, result.motion, source=f"{cfg.motion} ({cfg.method})")
+        source = f"{cfg.motion} ({cfg.method})"
+        report = audit_physical(out / "audit", rig, result.motion, prepared.motion, ground, source)
         metrics["audit_passed"] = bool(report.passed)
     metrics["complete"] = True
     _write_json(out / "metrics.json", metrics)

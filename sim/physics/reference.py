@@ -309,7 +309,8 @@ class PreparedReference:
     Attributes:
         rig: the (scaled) rig.
         motion: the reference: scaled, resampled, looped, re-rooted and grounded as configured.
-        kinematic_input: the input clip scaled, resampled and looped only (reference metrics are measured on it).
+        kinematic_input: the input clip scaled, resampled and looped only (reference metrics are measured on it);
+            where the reference is grounded, raised by the ground height (the clip's own ground is z = 0).
         scale: the uniform scale applied to the source rig [unitless].
         root_motion_added: whether root motion was extracted from contacts.
         ground_shift_m: vertical root shift applied to each reference frame [m], shape (F,).
@@ -379,6 +380,8 @@ def prepare_reference(
         motion = motion.resample(fps)
     motion = Motion(fps, motion.root_translations, motion.rotations, motion.translations, name=motion.name)
     kinematic = motion
+    if cfg.ground != "none" and ground_height_m != 0.0:  # authored on z = 0, it stands on the raised ground too
+        kinematic = _shift_root(motion, np.array([0.0, 0.0, float(ground_height_m)]))
     added = False
     if cfg.root_motion != "keep":
         motion, added = root_motion_from_contacts(

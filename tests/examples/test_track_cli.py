@@ -93,7 +93,7 @@ def test_pd_run_writes_every_output(tmp_path):
 
     stage = Usd.Stage.Open(str(out / "tracked.usda"))
     anims = [p for p in stage.Traverse() if p.IsA(UsdSkel.Animation)]
-    assert {p.GetName() for p in anims} >= {"physical", "reference"}
+    assert {p.GetName() for p in anims} >= {"physical", "target"}
     rot = UsdSkel.Animation(anims[0]).GetRotationsAttr()
     assert len(rot.GetTimeSamples()) == metrics["frames"]
     phys = Usd.Stage.Open(str(out / "physics.usda"))
@@ -111,6 +111,52 @@ def test_pd_run_writes_every_output(tmp_path):
 
     assert len(imageio.mimread(out / "preview.gif")) == 3
     del pxr
+
+
+def test_raised_ground_is_used_by_the_audit_and_the_input_metrics(tmp_path):
+    """--tracking.contact.ground-height-m 0.3: the audit checked against z = 0 (the character 'floated' 0.3 m and
+    the audit failed) and the kinematic input stayed on z = 0, under the ground (reference penetration 0.3 m,
+    reference skate 0.81 instead of 0)."""
+    from sim.physics import contact_summary, prepare_reference
+    from usd_io import load_asset
+
+    out = tmp_path / "raised"
+    proc = run("--method", "pd", "--output", str(out), "--no-preview", "--tracking.contact.ground-height-m", "0.3")
+    assert proc.returncode == 0, proc.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    report = json.loads((out / "audit" / "report.json").read_text())
+    assert report["ground_height_m"] == pytest.approx(0.3)
+    floating = next(c for c in report["checks"] if c["name"] == "floating")
+    assert floating["status"] == "pass", floating
+    asset = load_asset("procedural:quadruped-walk")
+    prepared = prepare_reference(asset.rig, asset.clip())
+    on_its_own_ground = contact_summary(prepared.rig, prepared.kinematic_input, 0.0)
+    for key in ("max_ground_penetration_m", "foot_skate_ratio"):
+        assert metrics[f"reference_{key}"] == pytest.approx(on_its_own_ground[key], abs=1e-6), key
+    assert metrics["reference_max_ground_penetration_m"] < 0.01
+
+
+def test_audit_of_the_physical_motion_checks_joint_limits_against_the_target(tmp_path):
+    """The audit took the joint limits from the audited motion itself, so a knee bent 120 deg the wrong way for a
+    second passed "all joints within their limits"; they come from the tracked target now."""
+    from example_scripts import load_example
+
+    from sim.rotations import axis_angle_to_quat, quat_multiply
+    from usd_io import load_asset
+
+    track = load_example(SCRIPT, "track_example")
+    asset = load_asset("procedural:quadruped-walk")
+    rig, target = asset.rig, asset.clip()
+    same = track.audit_physical(tmp_path / "same", rig, target, target, 0.0, "target")
+    assert next(c for c in same.checks if c.name == "joint_limits").status == "pass"
+    bent = target.rotations.copy()
+    j = rig.joint_index("front_left_lower_leg")
+    bent[10:40, j] = quat_multiply(bent[10:40, j], axis_angle_to_quat(np.array([0.0, np.radians(-120.0), 0.0])))
+    physical = type(target)(target.fps, target.root_translations, bent, name="bent")
+    report = track.audit_physical(tmp_path / "bent", rig, physical, target, 0.0, "bent")
+    limits = next(c for c in report.checks if c.name == "joint_limits")
+    assert limits.status == "fail", limits
+    assert (tmp_path / "bent" / "report.json").is_file()
 
 
 def test_projection_run(tmp_path):
@@ -341,15 +387,13 @@ def test_pose_space_filter_constrains_the_targets(tmp_path, quadruped_pose_space
     from usd_io import load_asset
 
     clips = load_asset(filtered / "tracked.usda").clips
-    assert list(clips) == ["physical", "reference", "pose_space_targets"]
-    assert list(load_asset(plain / "tracked.usda").clips) == ["physical", "reference"]
+    assert list(clips) == ["physical", "target", "pose_space_targets"]
+    assert list(load_asset(plain / "tracked.usda").clips) == ["physical", "target"]
     targets = clips["pose_space_targets"]
-    assert targets.frame_count == clips["reference"].frame_count
-    np.testing.assert_allclose(targets.times, clips["reference"].times, atol=1e-9)
+    assert targets.frame_count == clips["target"].frame_count
+    np.testing.assert_allclose(targets.times, clips["target"].times, atol=1e-9)
     assert np.isfinite(targets.rotations).all()
-    turned = np.degrees(
-        2 * np.arccos(np.clip(np.abs(np.sum(targets.rotations * clips["reference"].rotations, -1)), 0, 1))
-    )
+    turned = np.degrees(2 * np.arccos(np.clip(np.abs(np.sum(targets.rotations * clips["target"].rotations, -1)), 0, 1)))
     assert turned.max() > 1.0  # the pose space moved some joint of some frame
     # the projection with the default filter (only frames failing the validators are projected)
     proj = tmp_path / "proj"
