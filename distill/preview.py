@@ -21,17 +21,19 @@ def video_grid(video: torch.Tensor) -> np.ndarray:
 def write_preview(path: str | Path, video: torch.Tensor, fps: float) -> Path:
     """Writes the views of ``video`` side by side; the format follows the suffix (``.gif`` or ``.mp4``).
 
-    MP4 needs an ffmpeg backend for imageio (``imageio-ffmpeg``); GIF works everywhere.
+    MP4 needs an ffmpeg backend for imageio (``imageio-ffmpeg``); GIF works everywhere. A GIF's per-frame delays are
+    :func:`sim.physics.preview.gif_frame_durations_ms` (10 ms steps that add up to the clip's length at ``fps``).
     """
     import imageio.v3 as iio
 
+    from sim.physics.preview import gif_frame_durations_ms
     from usd_io import atomic_output
 
     path = Path(path)
     frames = video_grid(video)
     with atomic_output(path) as tmp:
         if path.suffix.lower() == ".gif":
-            iio.imwrite(tmp, frames, extension=".gif", duration=1000.0 / fps, loop=0)
+            iio.imwrite(tmp, frames, extension=".gif", duration=gif_frame_durations_ms(len(frames), fps), loop=0)
         else:
             iio.imwrite(tmp, frames, extension=path.suffix, fps=fps)
     return path

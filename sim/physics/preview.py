@@ -1,7 +1,8 @@
 """A quick preview of a skinned motion: flat-shaded triangles drawn with matplotlib, saved as GIF or MP4.
 
 The physical motion is drawn in colour; an optional reference motion is drawn beside it as a translucent ghost.
-The camera follows the pair from a three-quarter side view. matplotlib and imageio are imported on first use.
+The camera follows the pair from a three-quarter side view of the reference's travel, framing both characters (and
+the caption) in every frame at one scale for the clip. matplotlib and imageio are imported on first use.
 """
 
 from __future__ import annotations
@@ -16,7 +17,84 @@ from ..kinematics import pose_motion, skin_motion
 from ..motion import Motion
 from ..rig import Rig
 
-__all__ = ["render_preview"]
+__all__ = ["GIF_MAX_FPS", "gif_frame_durations_ms", "render_preview"]
+
+GIF_MAX_FPS = 50.0
+"""Highest frame rate a GIF preview plays at [1/s]: many viewers play delays under 20 ms as 100 ms."""
+_CAPTION_PT = 7.0
+"""Caption font size [pt]."""
+
+
+def gif_frame_durations_ms(frame_count: int, fps: float) -> list[int]:
+    """Per-frame GIF delays [ms] that play ``frame_count`` frames at ``fps``.
+
+    GIF stores delays in 10 ms steps (writers drop the rest), so one constant ``1000 / fps`` plays 30 fps at 30 ms a
+    frame, 10% fast. Here frame k (from 1) ends at ``round(100 k / fps)`` centiseconds: every delay is a multiple of
+    10 ms, each frame's rounding error is carried into the next, and the first k frames (the whole clip included)
+    last within 5 ms of k / fps. Above :data:`GIF_MAX_FPS` some delays are under 20 ms, which many viewers stretch.
+
+    Args:
+        frame_count: number of frames (0 gives an empty list).
+        fps: frame rate [1/s].
+
+    Returns:
+        ``frame_count`` delays [ms], ints.
+
+    Raises:
+        ValueError: a negative frame count, or an fps that is not a positive finite number.
+    """
+    if int(frame_count) != frame_count or frame_count < 0:
+        raise ValueError(f"frame_count: must be a non-negative integer, got {frame_count}")
+    if not (np.isfinite(fps) and fps > 0):
+        raise ValueError(f"fps: must be a positive finite number, got {fps}")
+    ends = np.round(np.arange(1, int(frame_count) + 1) * 100.0 / float(fps)).astype(np.int64)  # centiseconds
+    return [int(d) for d in 10 * np.diff(ends, prepend=0)]
+
+
+def _fit_view(
+    clouds: list[np.ndarray], right: np.ndarray, up: np.ndarray, size: tuple[int, int], dpi: float, fps: float
+) -> tuple[float, np.ndarray]:
+    """One view width for the clip and a screen centre per frame that keep every point of every frame in view.
+
+    The caption's band at the top and a small margin on every side stay clear of the points. The centres follow the
+    points' box, smoothed over about half a second, then clamped so that each frame's box stays inside its view.
+
+    Args:
+        clouds: point sets drawn together, each of shape (n, V_i, 3) for the n drawn frames.
+        right, up: screen axes (unit, orthogonal) in world space.
+        size: image size [px] (width, height).
+        dpi: dots per inch of the figure (the caption's size in pixels).
+        fps: drawn frames per second (the smoothing window).
+
+    Returns:
+        (span, centres): the view's width [m] and the screen centres [m] along (right, up), shape (n, 2).
+    """
+    w, h = size
+    pad = max(2.0, 0.03 * min(w, h))  # [px] on every side
+    top = 0.04 * h + 1.4 * _CAPTION_PT / 72.0 * dpi  # [px]: the caption's band, placed 4% below the top edge
+    lo, hi = [], []
+    for xyz in zip(*clouds, strict=True):
+        pts = np.concatenate(xyz, axis=0)
+        scr = np.stack([pts @ right, pts @ up], axis=-1)
+        lo.append(scr.min(axis=0))
+        hi.append(scr.max(axis=0))
+    lo, hi = np.array(lo), np.array(hi)
+    box = hi - lo
+    usable = np.array([w - 2.0 * pad, h - pad - top])  # [px]
+    if np.any(usable < 1.0):  # a tiny image: draw edge to edge
+        pad, top, usable = 0.0, 0.0, np.array([float(w), float(h)])
+    span = float(max(np.max(box[:, 0] / usable[0]), np.max(box[:, 1] / usable[1]), 1e-6 / w) * w)
+    s = span / w  # [m/px]
+    half = np.array([w / 2.0, h / 2.0]) * s
+    low = hi - half + np.array([pad, top]) * s  # the lowest centre that keeps the box's far side in view
+    high = lo + half - pad * s  # the highest that keeps its near side in view
+    want = 0.5 * (low + high)
+    k = min(round(0.25 * fps), len(want) - 1)  # half a window, in frames
+    if k > 0:
+        padded = np.pad(want, ((k, k), (0, 0)), mode="reflect", reflect_type="odd")  # keeps steady travel unbiased
+        kernel = np.ones(2 * k + 1) / (2 * k + 1)
+        want = np.stack([np.convolve(padded[:, i], kernel, mode="valid") for i in range(2)], axis=-1)
+    return span, np.clip(want, low, np.maximum(low, high))
 
 
 def _bone_tubes(pos: np.ndarray, parents: np.ndarray, radius: float, sides: int = 6) -> tuple[np.ndarray, np.ndarray]:
@@ -71,11 +149,15 @@ def render_preview(
 ) -> None:
     """Writes a GIF (or MP4 when ``path`` ends in .mp4) of ``motion``, with ``ghost`` drawn beside it.
 
+    The camera looks across the reference's travel (``ghost``'s, else ``motion``'s) at one scale for the clip, and
+    follows the two so that both stay whole in every frame, clear of the caption. A GIF plays at the motion's rate
+    (its per-frame delays are :func:`gif_frame_durations_ms`), drawing every n-th frame above :data:`GIF_MAX_FPS`.
+
     Args:
         path: output file (written atomically).
         rig: the rig both motions animate.
         motion: the motion to show (colour).
-        ghost: optional reference motion, drawn translucent and offset sideways by 1.5 character widths.
+        ghost: optional reference motion, drawn translucent and offset to the right on screen by 1.25 character sizes.
         size: image size [px] (width, height).
         max_frames: keep every n-th frame so that at most this many are drawn (None: every frame).
         ground_height: ground plane height [m].
@@ -93,13 +175,17 @@ def render_preview(
     pts, tris = _points(rig, motion)
     F = pts.shape[0]
     step = max(1, int(np.ceil(F / max_frames))) if max_frames is not None else 1
+    if Path(path).suffix.lower() != ".mp4":  # faster GIF delays are not played as written
+        step = max(step, int(np.ceil(motion.fps / GIF_MAX_FPS - 1e-9)))
     frames = np.arange(0, F, step)
     gpts = None
     if ghost is not None:
         gpts = _points(rig, ghost)[0]
         gpts = gpts[np.minimum(np.arange(F), gpts.shape[0] - 1)]
-    # heading from the root's travel; camera on the character's right, three-quarter view, looking slightly down
-    root = pts[:, :, :2].mean(axis=1)
+    # heading from the reference's travel (the simulation may have fallen or turned); camera on the character's
+    # right, three-quarter view, looking slightly down
+    lead = pts if gpts is None else gpts
+    root = lead[:, :, :2].mean(axis=1)
     travel = root[-1] - root[0]
     heading = travel / np.linalg.norm(travel) if np.linalg.norm(travel) > 1e-6 else np.array([1.0, 0.0])
     heading = np.array([heading[0], heading[1], 0.0])
@@ -113,25 +199,24 @@ def render_preview(
     up = np.cross(right, view)
     light = -view + np.array([0.0, 0.0, 0.6])
     light /= np.linalg.norm(light)
-    extent = pts[0].max(axis=0) - pts[0].min(axis=0)
-    height = float(extent[2])
+    extent = lead[0].max(axis=0) - lead[0].min(axis=0)  # the reference's first pose
     size_h = float(max(np.abs(extent @ heading), np.abs(extent @ left), 1e-6))  # horizontal size
     # the ghost stands beside the character on screen (to its right), one character length away
     offset = right * 1.25 * size_h
     if gpts is not None:
         gpts = gpts + offset
-    span = 1.15 * (size_h + (np.linalg.norm(offset) if gpts is not None else 0.0)) + 1e-6
-    span = max(span, 1.6 * height)
     w, h = size
     dpi = 100
+    aspect = h / w
+    drawn = [pts[frames]] + ([] if gpts is None else [gpts[frames]])
+    span, centres = _fit_view(drawn, right, up, (w, h), dpi, motion.fps / step)
     images = []
-    for f in frames:
+    for i, f in enumerate(frames):
         fig = plt.figure(figsize=(w / dpi, h / dpi), dpi=dpi)
         ax = fig.add_axes((0, 0, 1, 1))
         ax.set_axis_off()
-        centre = pts[f].mean(axis=0) + (0.5 * offset if gpts is not None else 0.0)
-        centre[2] = ground_height + 0.45 * height
-        aspect = h / w
+        centre = centres[i, 0] * right + centres[i, 1] * up  # the screen centre, as a point in world space
+        centre = centre + (ground_height - centre[2]) / view[2] * view  # moved along the view onto the ground
 
         def project(p, centre=centre):
             d = p - centre
@@ -173,7 +258,9 @@ def render_preview(
         label = title or ""
         if ghost is not None:
             label = (label + "  " if label else "") + "(ghost: reference)"
-        ax.text(0.02, 0.96, f"{label}  t={motion.times[f]:.2f}s", transform=ax.transAxes, fontsize=7, va="top")
+        ax.text(
+            0.02, 0.96, f"{label}  t={motion.times[f]:.2f}s", transform=ax.transAxes, fontsize=_CAPTION_PT, va="top"
+        )
         fig.canvas.draw()
         img = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
         plt.close(fig)
@@ -187,7 +274,7 @@ def render_preview(
         if path.suffix.lower() == ".mp4":
             imageio.mimsave(tmp, images, fps=fps)
         else:
-            imageio.mimsave(tmp, images, duration=1000.0 / fps, loop=0)
+            imageio.mimsave(tmp, images, duration=gif_frame_durations_ms(len(images), fps), loop=0)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)

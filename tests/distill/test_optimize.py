@@ -443,3 +443,23 @@ def test_guidance_device_is_used_not_the_distillers(tmp_path, make_chain):
             Distiller(rig, cfg, tmp_path / "b")
         with pytest.raises(ValueError, match=r"device: 'cuda': no CUDA device is available"):
             Distiller(rig, _config("tiny", 1), tmp_path / "c", device="cuda")
+
+
+@pytest.mark.parametrize("fps", [30.0, 24.0, 12.0])
+def test_gif_preview_plays_at_the_render_rate(tmp_path, fps):
+    """write_preview's GIF lasts frames / fps: one delay of 1000 / fps ms was cut to GIF's 10 ms steps (30 fps played
+    at 30 ms a frame, 10% fast; 12 fps at 80 ms, 4% fast)."""
+    from PIL import Image
+
+    from distill import write_preview
+
+    frames = 12
+    video = torch.rand(2, frames, 3, 8, 8, generator=torch.Generator().manual_seed(0))  # no two frames alike
+    path = write_preview(tmp_path / "p.gif", video, fps)
+    with Image.open(path) as im:
+        durations = []
+        for k in range(im.n_frames):
+            im.seek(k)
+            durations.append(im.info["duration"])
+    assert len(durations) == frames and all(d % 10 == 0 for d in durations)
+    assert abs(sum(durations) - 1000.0 * frames / fps) <= 10
