@@ -12,7 +12,8 @@ def enclosed_volume(points: np.ndarray, triangles: np.ndarray) -> float | None:
 
     Vertices at the same position are merged first (glTF and UsdSkel meshes split vertices along UV and normal
     seams), so a skin that is closed but split at its seams counts as closed. The volume is the divergence-theorem
-    sum of signed tetrahedra; several closed shells add up.
+    sum of signed tetrahedra, per closed shell (either winding); several shells add up, nested ones too
+    (eyes inside a head add their volume).
 
     Args:
         points: vertex positions [m], shape (V, 3).
@@ -31,5 +32,8 @@ def enclosed_volume(points: np.ndarray, triangles: np.ndarray) -> float | None:
     mesh = trimesh.Trimesh(vertices=points, faces=triangles, process=True)
     if not (mesh.is_watertight and mesh.is_winding_consistent):
         return None
-    volume = abs(float(mesh.volume))  # inward-facing windings give the same volume with a negative sign
+    # per closed shell: an inward-facing shell gives its volume with a negative sign (a body and a separate shell of
+    # the other winding subtracted, or cancelled out to no volume at all)
+    shells = mesh.split(only_watertight=False) if mesh.body_count > 1 else [mesh]
+    volume = float(sum(abs(float(m.volume)) for m in shells))
     return volume if np.isfinite(volume) and volume > 0.0 else None
