@@ -339,17 +339,23 @@ def _meshless_points(
 def _assign_bodies(rig: Rig, significant: np.ndarray) -> tuple[list[int], np.ndarray]:
     """Representative joints per body and the owning body per joint."""
     children = rig.children()
+    below = np.asarray(significant, dtype=bool).copy()  # the joint's subtree holds a significant joint
+    for j in range(rig.joint_count - 1, 0, -1):  # children before parents
+        below[rig.parents[j]] |= below[j]
+    # the root body: the first significant joint, or where the significant joints branch; a vertex-less side branch
+    # (an IK helper beside the pelvis under a ground-level root) does not stop the descent
     root = 0
-    while not significant[root] and len(children[root]) == 1:
-        root = children[root][0]
+    while not significant[root]:
+        onward = [c for c in children[root] if below[c]]
+        if len(onward) != 1:
+            break
+        root = onward[0]
     body_joint = [root]
     joint_body = np.full(rig.joint_count, -1, dtype=np.int64)
-    k = 0
-    while True:  # the chain above (and including) the root body's joint belongs to body 0
+    k = root
+    while k >= 0:  # the chain above (and including) the root body's joint belongs to body 0
         joint_body[k] = 0
-        if k == root:
-            break
-        k = children[k][0]
+        k = int(rig.parents[k])
     for j in range(rig.joint_count):
         if joint_body[j] >= 0:
             continue
@@ -464,7 +470,8 @@ def build_character(rig: Rig, motion: Motion | None = None, cfg: CharacterConfig
     floor = float(low.min())
     near = low < floor + cfg.contact_height_fraction * height
     support = near.mean(axis=0) >= cfg.contact_frame_fraction
-    for b in np.flatnonzero(support):
+    feet = support_feet(support, body_parent)
+    for b in np.flatnonzero(feet):  # a shin above its foot keeps its bone's capsule (a sole left 35 cm bare)
         if cfg.contact_colliders == "sole" and motion is not None:
             # the world's down seen in the body frame while the body touches the ground
             down_b = quat_rotate(quat_conjugate(fb_rot[near[:, b], b]), np.array([0.0, 0.0, -1.0])).mean(axis=0)
@@ -601,6 +608,21 @@ def build_character(rig: Rig, motion: Motion | None = None, cfg: CharacterConfig
     return character
 
 
+def support_feet(support: np.ndarray, body_parent: np.ndarray) -> np.ndarray:
+    """The feet among the support bodies: those with no support body below them in the tree, shape (B,) bool.
+
+    Args:
+        support: support-body flags, shape (B,).
+        body_parent: parent body index per body (-1 or 0 for the root's), bodies ordered parents first, (B,).
+    """
+    support = np.asarray(support, dtype=bool)
+    below = np.zeros(len(support), dtype=bool)  # a support body somewhere below
+    for b in range(len(support) - 1, 0, -1):  # children before parents
+        if support[b] or below[b]:
+            below[body_parent[b]] = True
+    return support & ~below
+
+
 def _set_gains(ch: PhysicsCharacter, bpos, brot, cfg: CharacterConfig, total_mass: float) -> None:
     """Stiffness/damping per joint coordinate from the effective inertia about each joint axis."""
     B = ch.body_count
@@ -614,8 +636,9 @@ def _set_gains(ch: PhysicsCharacter, bpos, brot, cfg: CharacterConfig, total_mas
     subtree = [[b] for b in range(B)]
     for b in range(B - 1, 0, -1):
         subtree[ch.body_parent[b]].extend(subtree[b])
-    # support chains: bodies from the root to each support body
-    chains = [b for b in range(B) if ch.support_body[b]]
+    # support chains: bodies from the root to each foot (a leg's lowest support body: a shin and its foot, or a
+    # foot and its toes, are one leg carrying one share of the weight)
+    chains = list(np.flatnonzero(support_feet(ch.support_body, ch.body_parent)))
     on_chain = np.zeros(B, dtype=int)
     lever = np.zeros(B)
     # where each support body meets the ground: the lowest point of its capsule at the reference pose

@@ -112,6 +112,43 @@ def _skinned_box(extents, open_face: bool = False) -> sim.Rig:
     return sim.Rig(["a", "b"], [-1, 0], rest_t, quat_identity((2,)), None, [mesh], name="box")
 
 
+def test_a_ground_level_root_with_a_helper_branch_rides_on_the_pelvis_body():
+    """A game-style rig (a root joint on the ground with the pelvis and a vertex-less IK helper as children) made the
+    root a 0.4 g sphere on the floor, the floating base, with the torso hanging from it on a driven joint."""
+    table = table_quadruped()
+    world = table.rest_world_transforms()[0]
+    names = ["root", *table.joint_names, "ik_foot_root"]
+    parents = np.array([-1, *[p + 1 if p >= 0 else 0 for p in table.parents], 0])
+    pos = np.concatenate([[[0.0, 0.0, 0.0]], world, [[0.0, 0.0, 0.0]]])
+    rest_t = pos.copy()
+    rest_t[1:] = pos[1:] - pos[parents[1:]]
+    m = table.meshes[0]
+    mesh = sim.SkinnedMesh("body", m.points, m.triangles, m.influence_joints + 1, m.influence_weights,
+                           joint_count=len(names))  # fmt: skip
+    rig = sim.Rig(names, parents, rest_t, quat_identity((len(names),)), None, [mesh], name="game_style")
+    plain, branched = build_character(table, hold(table, 10)), build_character(rig, hold(rig, 10))
+    assert branched.body_names == plain.body_names and branched.body_names[0] == "torso"
+    np.testing.assert_allclose(branched.body_mass, plain.body_mass, rtol=1e-12)
+    assert branched.joint_body[names.index("root")] == 0 and branched.joint_body[names.index("ik_foot_root")] == 0
+
+
+def test_enclosed_volume_adds_closed_shells_of_either_winding():
+    """Shells of opposite winding subtracted (a unit cube and an inside-out 0.5 m cube gave 0.875 m^3; two unit
+    cubes of opposite windings cancelled to 'no volume', and the mass fell back to the colliders)."""
+    import trimesh
+
+    from sim.physics._mesh_volume import enclosed_volume
+
+    cube = trimesh.creation.box((1.0, 1.0, 1.0))
+    for size, expected in ((0.5, 1.125), (1.0, 2.0)):
+        other = trimesh.creation.box((size, size, size))
+        other.apply_translation((3.0, 0.0, 0.0))
+        other.invert()
+        both = trimesh.util.concatenate([cube, other])
+        assert enclosed_volume(both.vertices, both.faces) == pytest.approx(expected, rel=1e-12)
+    assert enclosed_volume(cube.vertices, cube.faces) == pytest.approx(1.0, rel=1e-12)
+
+
 def test_mass_fills_the_skins_enclosed_volume():
     """The default mass is density x the volume the skin encloses (the box's exact volume, although its seams
     split every vertex), shared in proportion to the capsules; the capsules themselves, which overlap and bulge
@@ -172,6 +209,39 @@ def test_fast_clips_are_resampled_to_the_frame_rate_cap():
     assert kept.motion.fps == 120.0 and kept.motion.frame_count == frames
     explicit = prepare_reference(rig, motion, ReferenceConfig(root_motion="keep", ground="none", fps=60.0))
     assert explicit.motion.fps == 60.0
+
+
+@pytest.mark.parametrize(("name", "feet"), [("biped", ["left_foot", "right_toes"]),
+                                            ("quadruped", ["front_left_toes", "hind_left_toes", "front_right_toes",
+                                                           "hind_right_toes"])])  # fmt: skip
+def test_legs_are_built_from_their_feet_up(name, feet):
+    """A shin touching the ground above its foot was given a foot's sole collider: the biped's shin kept 13 of its
+    42 cm and 0.5 kg (0.8% of the body); and the weight each leg carries in the gains was divided among every
+    touching body (quadruped: 8 for 4 legs), not among the legs."""
+    import sim.characters
+    from sim.physics.character import support_feet
+
+    rig, clips = sim.characters.build(name)
+    ch = build_character(rig, clips["walk"])
+    assert [ch.body_names[b] for b in np.flatnonzero(support_feet(ch.support_body, ch.body_parent))] == feet
+    if name == "biped":
+        for side in ("left", "right"):
+            shin, foot = ch.body_names.index(f"{side}_shin"), ch.body_names.index(f"{side}_foot")
+            assert ch.support_body[shin], "the shin does touch the ground band: only its collider was wrong"
+            bone = np.linalg.norm(ch.reference_body_pos[foot] - ch.reference_body_pos[shin])
+            cap = ch.capsules[shin]
+            assert 2 * (cap.half_height + cap.radius) > 0.8 * bone
+            assert ch.body_mass[shin] / ch.total_mass > 0.03  # de Leva: a shank is ~4.3%
+    else:  # the load term of a hip: a quarter of the weight at the lever of its foot's contact
+        unloaded = build_character(rig, clips["walk"], CharacterConfig(support_load=False))
+        hip, toes = ch.body_names.index("hind_left_upper_leg"), ch.body_names.index("hind_left_toes")
+        a, b = ch.capsule_world(ch.reference_body_pos, ch.reference_body_rot)
+        low = a[toes] if a[toes, 2] < b[toes, 2] else b[toes]
+        contact = low - np.array([0.0, 0.0, ch.capsule_radii[toes]])
+        lever = np.linalg.norm(contact - ch.reference_body_pos[hip])
+        omega = 2 * np.pi * ch.config.stiffness_hz
+        added = (np.asarray(ch.stiffness[hip]) - np.asarray(unloaded.stiffness[hip])) / omega**2
+        np.testing.assert_allclose(added, ch.total_mass * lever**2 / 4, rtol=1e-9)
 
 
 def test_meshless_human_carries_its_mass_in_the_trunk():
