@@ -49,6 +49,7 @@ from posespace import (  # noqa: E402
     joint_positions,
     train,
 )
+from posespace.evaluation import load_zero_shot  # noqa: E402
 from posespace.training import DEFAULT_HELDOUT, DEFAULT_TRAIN_DATA  # noqa: E402
 from sim import Motion, RigError  # noqa: E402
 from sim.audit import audit_motion  # noqa: E402
@@ -409,6 +410,7 @@ def run_evaluate(cfg: Evaluate) -> str:
 
 def _evaluate(cfg: Evaluate) -> str:
     space = _load_space(cfg)
+    zero_shot = load_zero_shot(space, cfg.eval.zero_shot)  # a bad source fails before the long evaluation
     train_set, heldout = PoseSet.from_specs(cfg.data, cfg.fps).split_by_clip(cfg.heldout)
     if not heldout.rigs:
         raise InputError(", ".join(cfg.data), "heldout", f"no clip named {', '.join(cfg.heldout)}")
@@ -425,7 +427,7 @@ def _evaluate(cfg: Evaluate) -> str:
             bar.set_postfix_str(label, refresh=False)
             bar.update(done - bar.n)
 
-        metrics = evaluate(space, heldout, cfg.eval, train_set, progress=progress)
+        metrics = evaluate(space, heldout, cfg.eval, train_set, progress=progress, zero_shot=zero_shot)
     metrics["seconds"] = time.perf_counter() - t0
     metrics["model_training"] = space.training  # steps trained and final loss (None: not recorded)
     with atomic_output(cfg.output / "metrics.json") as tmp:

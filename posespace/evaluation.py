@@ -10,7 +10,7 @@ Zero-shot skeletons (absent from training) get sample validity, APD and exact se
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +29,7 @@ __all__ = [
     "evaluate_zero_shot",
     "exact_self_intersection",
     "heldout_clips_in_training",
+    "load_zero_shot",
 ]
 
 
@@ -235,12 +236,37 @@ def _corrupt(pose_rig, poses: np.ndarray, degrees: float, rng) -> np.ndarray:
     return quat_to_rot6d(q)
 
 
-def evaluate_zero_shot(space: PoseSpace, source: str, cfg: EvalConfig | None = None) -> dict:
-    """Sample validity and APD of a skeleton absent from training (default validators)."""
-    from usd_io import load_asset
+def load_zero_shot(space: PoseSpace, sources: Sequence[str]) -> dict:
+    """The zero-shot skeletons' assets by source, each loaded and its pose rig resolved: a bad source fails here,
+    before any (long) evaluation.
 
+    Raises:
+        InputError (a ValueError) naming the source: a file or procedural name that does not load, or a skeleton
+        the pose space cannot represent.
+    """
+    from sim import RigError
+    from usd_io import InputError, load_asset
+
+    assets = {}
+    for source in sources:
+        asset = load_asset(source)  # its errors name the source
+        try:
+            space.pose_rig(asset.rig)
+        except (RigError, ValueError) as e:
+            raise InputError(source, "zero_shot", f"cannot evaluate the skeleton {asset.rig.name!r}: {e}") from e
+        assets[source] = asset
+    return assets
+
+
+def evaluate_zero_shot(space: PoseSpace, source: str, cfg: EvalConfig | None = None, asset=None) -> dict:
+    """Sample validity and APD of a skeleton absent from training (default validators).
+
+    Args:
+        asset: ``source`` already loaded (see :func:`load_zero_shot`); None loads it.
+    """
     cfg = cfg or EvalConfig()
-    asset = load_asset(source)
+    if asset is None:
+        asset = load_zero_shot(space, [source])[source]
     rig = asset.rig
     pr = space.pose_rig(rig)
     samples = space.sample_poses(rig, cfg.samples, seed=cfg.seed)
@@ -280,15 +306,22 @@ def heldout_clips_in_training(space: PoseSpace, names: list[str]) -> list[str]:
 
 def evaluate(
     space: PoseSpace, heldout: PoseSet, cfg: EvalConfig | None = None, train: PoseSet | None = None,
-    progress: Callable[[int, int, str], None] | None = None,
+    progress: Callable[[int, int, str], None] | None = None, zero_shot: Mapping | None = None,
 ) -> dict:  # fmt: skip
     """Figures for every held-out skeleton and every zero-shot skeleton.
 
     Args:
         train: the training poses (optional): adds each skeleton's ``prdc_training_data`` reference.
         progress: called before each skeleton with (skeletons done, skeletons in all, what comes next).
+        zero_shot: ``cfg.zero_shot``'s assets by source, from :func:`load_zero_shot`; None loads them first (a bad
+            source fails before the held-out evaluation).
     """
     cfg = (cfg or EvalConfig()).check()
+    if zero_shot is None:
+        zero_shot = load_zero_shot(space, cfg.zero_shot)
+    missing = [s for s in cfg.zero_shot if s not in zero_shot]
+    if missing:
+        raise ValueError(f"zero_shot: the assets of {', '.join(missing)} were not loaded (see load_zero_shot)")
     out: dict = {"heldout": {}, "zero_shot": {}}
     # a held-out clip the model was trained on measures memory, not generalization
     out["heldout_clips_in_training"] = heldout_clips_in_training(space, heldout.clip_names())
@@ -303,7 +336,7 @@ def evaluate(
     for i, source in enumerate(cfg.zero_shot):
         if progress is not None:
             progress(len(heldout.rigs) + i, total, f"zero-shot {source}")
-        out["zero_shot"][source] = evaluate_zero_shot(space, source, cfg)
+        out["zero_shot"][source] = evaluate_zero_shot(space, source, cfg, zero_shot[source])
     if progress is not None:
         progress(total, total, "done")
     return out

@@ -39,6 +39,12 @@ __all__ = ["CHECKPOINT_FORMAT", "MIN_TRAINING_STEPS", "PoseSpace", "SamplingConf
 
 CHECKPOINT_FORMAT = "kinedistill-posespace-1"
 
+CHECKSUM_VERSION = 2
+"""What a checkpoint's ``checksum`` covers, stored as ``checksum_version``: 1 (checkpoints without the field) the
+weights, calibrations and scale; 2 also the format and the model, validator and diffusion settings."""
+CHECKSUM_SETTINGS = ("format", "model_config", "validator_config", "diffusion_config")
+"""The checkpoint fields a version-2 checksum covers besides the weights, calibrations and scale."""
+
 MIN_TRAINING_STEPS = 500
 """A model trained for fewer steps is flagged (:meth:`PoseSpace.training_warning`): ``train --steps 5`` makes a
 useless model whose samples still pass the validators (guidance and polish do that alone)."""
@@ -181,7 +187,7 @@ class PoseSpace:
     def state(self) -> dict:
         """Checkpoint payload (see :meth:`load`)."""
         cals = {k: (v.to_dict() if isinstance(v, RigCalibration) else v) for k, v in self.calibrations.items()}
-        return {
+        state = {
             "format": CHECKPOINT_FORMAT,
             "model_config": asdict(self.model.config),
             "model": self.model.state_dict(),
@@ -191,8 +197,10 @@ class PoseSpace:
             "diffusion_config": asdict(self.diffusion.config),
             "training_clips": list(self.training_clips),
             **({} if self.training is None else {"training": dict(self.training)}),
-            "checksum": _checksum(self.model.state_dict(), cals, self.scale),
+            "checksum_version": CHECKSUM_VERSION,
         }
+        state["checksum"] = _checksum(state["model"], cals, self.scale, {k: state[k] for k in CHECKSUM_SETTINGS})
+        return state
 
     def fingerprint(self) -> str:
         """A short SHA-256 of the model weights, calibrations and validator, diffusion and sampling settings: the
@@ -206,7 +214,8 @@ class PoseSpace:
             h.update(t.detach().cpu().contiguous().numpy().tobytes())
         # the training clip names and provenance do not change any output (and older checkpoints lack them); the
         # checksum repeats the weights and calibrations
-        rest = {k: v for k, v in self.state().items() if k not in ("model", "training_clips", "training", "checksum")}
+        skip = ("model", "training_clips", "training", "checksum", "checksum_version")
+        rest = {k: v for k, v in self.state().items() if k not in skip}
         rest["sampling"] = asdict(self.sampling)
         h.update(json.dumps(rest, sort_keys=True, default=lambda a: np.asarray(a).tolist()).encode())
         return h.hexdigest()[:16]
@@ -252,9 +261,13 @@ class PoseSpace:
     def from_state(cls, state: dict, sampling: SamplingConfig | None = None) -> PoseSpace:
         if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
             raise ValueError(f"not a pose-space checkpoint (expected format {CHECKPOINT_FORMAT!r})")
+        version = state.get("checksum_version", 1)
+        if "checksum" in state and version not in (1, CHECKSUM_VERSION):
+            raise ValueError(f"checksum_version: unknown version {version!r} (this code reads 1 and "
+                             f"{CHECKSUM_VERSION}): written by a newer kinedistill?")  # fmt: skip
         if "checksum" in state and not _checksum_matches(state):  # older checkpoints (no checksum) load unchecked
-            raise ValueError("checksum mismatch: the file is damaged (its weights or calibrations are not the ones "
-                             "it was saved with)")  # fmt: skip
+            raise ValueError("checksum mismatch: the file is damaged (its weights, calibrations or settings are not "
+                             "the ones it was saved with)")  # fmt: skip
         training = state.get("training")
         if training is not None and not (isinstance(training, dict) and isinstance(training.get("steps"), int)):
             raise ValueError(f"training: expected {{'steps': int, 'final_loss': float}}, got {training!r}")
@@ -506,7 +519,8 @@ class PoseSpace:
         """Noise-space interpolation between 6D poses ``a`` and ``b`` (J, 6), shape (steps, J, 6).
 
         Both ends are DDIM-inverted to ``interpolation_time``, the latents are slerped, every latent is
-        denoised (validator guidance on) and the path's ends are the given poses.
+        denoised (validator guidance on), and the ends' reconstruction errors are spread along the path (see
+        ``_pinned_ends``): its ends are the given poses and it has no jump at its first or last step.
         """
         ctx, s = self.context(rig), self.sampling
         a = _check_poses("a", a, ctx.pose_rig, batched=False)
@@ -527,9 +541,13 @@ class PoseSpace:
                                 self.diffusion.schedule(s.interpolation_steps, s.interpolation_time),
                                 self._guide(ctx, self._validator_loss(ctx)))  # fmt: skip
         x = self._polyak(ctx, x, self._validator_loss(ctx), s.polish_iters, s.guidance_damping)
-        out = _orthonormal(self.to_pose(ctx, x).numpy())
-        out[0], out[-1] = a, b
-        return out
+        path = _pinned_ends(_orthonormal(self.to_pose(ctx, x).numpy()), a, b)
+        # the correction moved the inner poses off what the polish left valid: polish them again, the ends kept
+        if steps > 2:
+            inner = self._polyak(ctx, self.to_model(ctx, path[1:-1]), self._validator_loss(ctx), s.polish_iters,
+                                 s.guidance_damping)  # fmt: skip
+            path[1:-1] = _orthonormal(self.to_pose(ctx, inner).numpy())
+        return path
 
     def interpolate(self, rig: Rig, a: Motion, b: Motion, steps: int) -> Motion:
         """A ``steps``-frame path from the first frame of ``a`` to the first frame of ``b`` through the pose space.
@@ -604,6 +622,30 @@ class PoseSpace:
         return out
 
 
+def _pinned_ends(path: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """6D path (S, J, 6) corrected to start at pose ``a`` and end at ``b`` (J, 6) without a jump.
+
+    Per joint, the rotations taking the path's first pose to ``a`` and its last to ``b`` (left-multiplied, in the
+    parent's frame) are slerped along the path (fraction 0 at the first step, 1 at the last) and applied to every
+    pose: the ends are exact, and a step changes by at most the path's own step plus 1 / (S - 1) of the ends'
+    difference in error (overwriting the ends left their whole reconstruction error as the first and last steps).
+    The root keeps no heading (twist about up), as :func:`_orthonormal` makes it.
+    """
+    from sim.rotations import quat_conjugate, quat_multiply, quat_slerp
+
+    from ._rotations import remove_twist_x
+
+    q = rot6d_to_quat(path)
+    fix_a = quat_multiply(rot6d_to_quat(a), quat_conjugate(q[0]))  # (J, 4) xyzw
+    fix_b = quat_multiply(rot6d_to_quat(b), quat_conjugate(q[-1]))
+    u = np.linspace(0.0, 1.0, len(path))
+    fixed = quat_multiply(quat_slerp(fix_a, fix_b, u[:, None]), q)
+    fixed[:, 0] = remove_twist_x(fixed[:, 0])  # a pose has no heading (as _orthonormal makes them)
+    out = quat_to_rot6d(fixed)
+    out[0], out[-1] = a, b  # exact (the corrected ends differ from them by round-off)
+    return out
+
+
 def _placed_path(pr: PoseRig, path: np.ndarray, a: Motion, b: Motion, fps: float) -> Motion:
     """6D path (S, J, 6) as a Motion placed between one-frame motions ``a`` and ``b`` (see ``interpolate``)."""
     from sim.rotations import quat_slerp
@@ -628,16 +670,27 @@ def _placed_path(pr: PoseRig, path: np.ndarray, a: Motion, b: Motion, fps: float
 
 
 def _checksum_matches(state: dict) -> bool:
-    """Whether a saved state's ``checksum`` is that of its weights, calibrations and scale (False also when those
-    fields are too damaged to hash)."""
+    """Whether a saved state's ``checksum`` is that of its weights, calibrations and scale, and for
+    ``checksum_version`` 2 its :data:`CHECKSUM_SETTINGS` (False also when those fields are too damaged to hash, or
+    for an unknown version)."""
     try:
-        return state["checksum"] == _checksum(state["model"], state.get("calibrations", {}), state["scale"])
+        version = state.get("checksum_version", 1)
+        if version == 1:  # checkpoints written before the settings were covered
+            settings = None
+        elif version == CHECKSUM_VERSION:
+            settings = {k: state[k] for k in CHECKSUM_SETTINGS}
+        else:
+            return False
+        return state["checksum"] == _checksum(state["model"], state.get("calibrations", {}), state["scale"], settings)
     except Exception:  # a damaged field (a list for a mapping, a float for a tensor, ...) cannot match
         return False
 
 
-def _checksum(model_state: Mapping[str, torch.Tensor], calibrations: Mapping, scale) -> str:
-    """SHA-256 of a checkpoint's weights (names and bytes), calibrations (canonical JSON) and data scale."""
+def _checksum(
+    model_state: Mapping[str, torch.Tensor], calibrations: Mapping, scale, settings: Mapping | None = None
+) -> str:
+    """SHA-256 of a checkpoint's weights (names and bytes), calibrations (canonical JSON) and data scale, and when
+    given (version 2) its ``settings`` (:data:`CHECKSUM_SETTINGS`' fields, canonical JSON)."""
     import hashlib
     import json
 
@@ -650,6 +703,8 @@ def _checksum(model_state: Mapping[str, torch.Tensor], calibrations: Mapping, sc
     cals = {k: (v.to_dict() if isinstance(v, RigCalibration) else v) for k, v in calibrations.items()}
     h.update(json.dumps(cals, sort_keys=True, default=lambda a: np.asarray(a).tolist()).encode())
     h.update(repr(float(scale)).encode())
+    if settings is not None:
+        h.update(json.dumps(dict(settings), sort_keys=True, default=lambda a: np.asarray(a).tolist()).encode())
     return "sha256:" + h.hexdigest()
 
 

@@ -479,3 +479,51 @@ def test_train_on_data_without_frames_names_the_file(tmp_path, capsys):
     assert _main(ex, _tiny_train(tmp_path / "run", data=("procedural:quadruped",), heldout=("idel",))) == 2
     assert "held-out 'idel': no such clip" in _quiet(capsys.readouterr().err)[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["frames_zero.bvh"]
+
+
+def test_evaluate_checks_the_zero_shot_sources_before_the_evaluation(checkpoint, tmp_path, capsys, monkeypatch):
+    """A bad --eval.zero-shot source was reported only after the whole held-out evaluation."""
+    import posespace.evaluation
+
+    def evaluate_rig(*args, **kwargs):
+        raise AssertionError("the held-out evaluation ran before the zero-shot sources were checked")
+
+    monkeypatch.setattr(posespace.evaluation, "evaluate_rig", evaluate_rig)
+    ex = _example_module()
+    fast = ex.SamplingConfig(steps=1, polish_iters=1, guidance_iters=1)
+    for source, problem in (("procedural:bipd", "unknown procedural asset 'bipd'"),
+                            (str(tmp_path / "missing.bvh"), "no such file")):  # fmt: skip
+        cfg = ex.Evaluate(checkpoint, tmp_path / "ev", data=("procedural:quadruped",), heldout=("idle",),
+                          eval=ex.EvalConfig(samples=8, max_real=30, ik_poses=1, projection_poses=1,
+                                             interpolation_pairs=1, interpolation_steps=3,
+                                             zero_shot=("procedural:biped", source)),
+                          sampling=fast)  # fmt: skip
+        assert _main(ex, cfg) == 2
+        err = _quiet(capsys.readouterr().err)
+        assert len(err) == 1 and err[0].startswith(f"error: {source}: ") and problem in err[0], err
+    assert list(tmp_path.iterdir()) == []  # no output folder left behind
+
+
+def test_heldout_clips_seen_in_training_are_flagged_from_another_folder(tmp_path, monkeypatch):
+    """Training stored the clip names as typed (``data/quad.usda#walk``): evaluating from another folder
+    (``quad.usda#walk``) did not flag the held-out clip the model had been trained on."""
+    from posespace import PoseSet, PoseSpace, heldout_clips_in_training
+    from usd_io import load_asset, write_usdskel
+
+    asset = load_asset("procedural:quadruped")
+    (tmp_path / "data").mkdir()
+    write_usdskel(tmp_path / "data" / "quad.usda", asset.rig, list(asset.clips.values()))
+    monkeypatch.chdir(tmp_path)
+    ex = _example_module()
+    assert _main(ex, _tiny_train(Path("run"), data=("data/quad.usda",), heldout=("idle",), steps=2)) == 0
+    space = PoseSpace.load(tmp_path / "run" / "posespace.pt")
+    assert space.training_clips == (f"{(tmp_path / 'data' / 'quad.usda').resolve()}#walk",)
+    monkeypatch.chdir(tmp_path / "data")
+    names = PoseSet.from_specs(("quad.usda",)).clip_names()
+    assert sorted(names) == ["quad.usda#idle", "quad.usda#walk"]
+    assert heldout_clips_in_training(space, names) == ["quad.usda#walk"]
+    # resuming with the same command: the same clips (the stored names are resolved, the new ones too)
+    monkeypatch.chdir(tmp_path)
+    cfg = _tiny_train(Path("run"), data=("data/quad.usda",), heldout=("idle",), steps=4, resume=True)
+    assert _main(ex, cfg) == 0
+    assert PoseSpace.load(tmp_path / "run" / "posespace.pt").training["steps"] == 4

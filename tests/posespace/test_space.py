@@ -100,6 +100,50 @@ def test_load_errors_name_the_file_and_field(tmp_path):
         PoseSpace.load(partial)
 
 
+def test_the_checksum_covers_the_settings_and_old_checksums_still_load(trained, tmp_path):
+    """Overwriting validator_config's penetration_tolerance (0.015 -> 0.5) in a saved file loaded silently: the
+    checksum covered only the weights, calibrations and scale."""
+    import hashlib
+
+    space, *_ = trained
+    path = tmp_path / "space.pt"
+    space.save(path)
+    state = torch.load(path, weights_only=False)
+    edits = {
+        "tol.pt": ("validator_config", "penetration_tolerance", 0.5),
+        "diffusion.pt": ("diffusion_config", next(k for k, v in state["diffusion_config"].items()
+                                                  if isinstance(v, float)), 0.123),
+        "model.pt": ("model_config", "max_distance", 7),
+    }  # fmt: skip
+    for name, (field, key, value) in edits.items():
+        assert state[field][key] != value
+        torch.save({**state, field: {**state[field], key: value}}, tmp_path / name)
+        with pytest.raises(ValueError, match=rf"{name.replace('.', '[.]')}: checksum mismatch: the file is damaged"):
+            PoseSpace.load(tmp_path / name)
+    assert state["checksum_version"] == 2
+    # dropping the version (a version-1 checksum of the same fields) does not pass either
+    torch.save({k: v for k, v in state.items() if k != "checksum_version"}, tmp_path / "unversioned.pt")
+    with pytest.raises(ValueError, match=r"unversioned\.pt: checksum mismatch"):
+        PoseSpace.load(tmp_path / "unversioned.pt")
+    # a checkpoint written before the settings were covered (no checksum_version; weights, calibrations and scale
+    # hashed as that code did) loads, also with settings that the version-1 checksum never covered edited
+    h = hashlib.sha256()
+    for key in sorted(state["model"]):
+        t = state["model"][key]
+        h.update(key.encode() + str(t.dtype).encode() + str(tuple(t.shape)).encode())
+        h.update(t.contiguous().numpy().tobytes())
+    h.update(json.dumps(state["calibrations"], sort_keys=True, default=lambda a: np.asarray(a).tolist()).encode())
+    h.update(repr(float(state["scale"])).encode())
+    old = {k: v for k, v in state.items() if k != "checksum_version"}
+    old["checksum"] = "sha256:" + h.hexdigest()
+    torch.save(old, tmp_path / "old.pt")
+    assert PoseSpace.load(tmp_path / "old.pt").fingerprint() == PoseSpace.load(path).fingerprint()
+    old["scale"] = float(old["scale"]) * 2  # still checked
+    torch.save(old, tmp_path / "old_damaged.pt")
+    with pytest.raises(ValueError, match=r"old_damaged\.pt: checksum mismatch"):
+        PoseSpace.load(tmp_path / "old_damaged.pt")
+
+
 def test_damaged_calibrations_are_named_on_load_or_at_use(trained, tmp_path):
     """A damaged calibration used to fail at its first use as ``KeyError: 'limits'`` (no file, no field) or, when
     another skeleton's calibration sat under the key, as a tensor-size RuntimeError deep in the validators."""
@@ -328,6 +372,29 @@ def test_interpolation_ends_at_the_inputs(trained):
     np.testing.assert_allclose(path[0], a)
     np.testing.assert_allclose(path[-1], b)
     assert space.validators(rig).check(path).valid.mean() >= 0.8
+
+
+SAME_POSE_PATH_TOL = 1e-3  # fraction of the rig height: a path from a pose to itself stays at the pose
+END_STEP_SHRINK = 0.75  # twice the steps: the first and last steps at most this fraction of what they were
+
+
+def test_interpolation_has_no_jump_at_its_ends(trained):
+    """The path's ends were overwritten with the given poses: the ends' reconstruction error stayed as a jump at
+    the first and last steps that did not shrink with more steps, and a path from a pose to itself moved."""
+    space, rig, ps, _, _ = trained
+    pr = space.pose_rig(rig)
+    height = rig.height()
+    a, b = ps.rigs[0].poses[0], ps.rigs[0].poses[30]
+    same = joint_positions(pr, space.interpolate_poses(rig, a, a, 5))
+    off = np.linalg.norm(same - joint_positions(pr, a[None]), axis=-1).max() / height
+    assert off <= SAME_POSE_PATH_TOL, off
+
+    def end_steps(steps: int) -> np.ndarray:
+        pos = joint_positions(pr, space.interpolate_poses(rig, a, b, steps))
+        return np.linalg.norm(pos[[1, -2]] - pos[[0, -1]], axis=-1).max(axis=-1) / height
+
+    few, many = end_steps(7), end_steps(13)
+    assert (many <= END_STEP_SHRINK * few).all(), (few, many)
 
 
 def test_target_filter_fixes_only_invalid_frames(trained):
