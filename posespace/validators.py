@@ -273,8 +273,8 @@ class RigCalibration:
     def from_dict(cls, data: dict) -> RigCalibration:
         return cls(
             JointLimits.from_dict(data["limits"]),
-            [tuple(sorted((int(a), int(b)))) for a, b in data.get("excluded_parts", [])],
-            {tuple(sorted((int(a), int(b)))): float(v) for a, b, v in data.get("part_allowances", [])},
+            [(a, b) for a, b in data.get("excluded_parts", [])],  # keys sorted by __post_init__
+            {(a, b): v for a, b, v in data.get("part_allowances", [])},
             dict(data.get("pass_rates", {})),
         )
 
@@ -334,7 +334,7 @@ class PoseValidators:
         body = pose_rig.body
         self.torch_rig = TorchRig(body.sphere_rig(pose_rig.rig), self.device, dtype)
         self.candidate_pairs = self._candidate_pairs()
-        excluded = {tuple(sorted(map(int, p))) for p in self.calibration.excluded_parts}
+        excluded = set(self.calibration.excluded_parts)  # sorted pairs (RigCalibration.__post_init__)
         sj = body.sphere_joint
         keep = [k for k, (a, b) in enumerate(self.candidate_pairs) if (sj[a], sj[b]) not in excluded]
         self.pairs = self.candidate_pairs[keep]

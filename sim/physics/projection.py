@@ -124,9 +124,19 @@ def _mppi_pass(character, ref, sim, tracking, cfg, sweep: Sweep, target_filter, 
     W = sim.world_count
     dt = 1.0 / ref.fps
     plan_flat = sweep.plan
-    ref_flat = (ref.coords if base is None else base).reshape(F, C)  # the offsets' origin
+    base_flat = (ref.coords if base is None else base).reshape(F, C)  # the offsets' origin
     max_off = np.deg2rad(cfg.max_offset_deg)
     pos, rot, vel = sweep.pos, sweep.rot, sweep.vel
+
+    def rollout(win: slice, cand: np.ndarray, f0: int, H: int, commit: int) -> dict:
+        """Every world from the committed state under the plan, with its candidate (H, W, C) inside ``win``."""
+        table = np.repeat(plan_flat[:, None, :], W, axis=1)
+        table[win] = cand
+        rates = np.gradient(table, dt, axis=0) if tracking.velocity_targets else np.zeros_like(table)
+        q0, qd0 = np.repeat(sweep.q[None], W, 0), np.repeat(sweep.qd[None], W, 0)
+        sweep.rollout_frames += H * W
+        return sim.rollout(table, rates, q0, qd0, f0, H, commit)
+
     while sweep.f0 < F - 1 and sweep.blowup is None:
         f0 = sweep.f0
         H = min(cfg.window_frames, F - 1 - f0)
@@ -141,16 +151,11 @@ def _mppi_pass(character, ref, sim, tracking, cfg, sweep: Sweep, target_filter, 
             eps[0] = 0.0
             deltas = mean[None] + eps
             win = slice(f0 + 1, f0 + H + 1)
-            # full tables per world: the plan everywhere, plus each sample's offsets inside the window
-            table = np.repeat(plan_flat[:, None, :], W, axis=1)
-            cand = table[win] + np.einsum("hk,wkc->hwc", m, deltas)
-            cand = ref_flat[win][:, None] + np.clip(cand - ref_flat[win][:, None], -max_off, max_off)
-            table[win] = cand
-            rates = np.gradient(table, dt, axis=0) if tracking.velocity_targets else np.zeros_like(table)
-            q0, qd0 = np.repeat(sweep.q[None], W, 0), np.repeat(sweep.qd[None], W, 0)
-            out = sim.rollout(table, rates, q0, qd0, f0, H, commit)
-            sweep.rollout_frames += H * W
-            cost = out["cost"] + cfg.offset_weight * np.sum((cand - ref_flat[win][:, None]) ** 2, axis=(0, 2))
+            # each sample's offsets inside the window, on the plan
+            cand = plan_flat[win][:, None] + np.einsum("hk,wkc->hwc", m, deltas)
+            cand = base_flat[win][:, None] + np.clip(cand - base_flat[win][:, None], -max_off, max_off)
+            out = rollout(win, cand, f0, H, commit)
+            cost = out["cost"] + cfg.offset_weight * np.sum((cand - base_flat[win][:, None]) ** 2, axis=(0, 2))
             cost[~np.isfinite(cost)] = np.inf
             k_best = int(np.argmin(cost))
             if cost[k_best] < best[0]:
@@ -175,7 +180,7 @@ def _mppi_pass(character, ref, sim, tracking, cfg, sweep: Sweep, target_filter, 
             if target_filter is not None:
                 # constrain the mean plan of the window with the filter (frames outside keep the plan)
                 trial = plan_flat.copy()
-                trial[win] = ref_flat[win] + np.clip(trial[win] + m @ mean - ref_flat[win], -max_off, max_off)
+                trial[win] = base_flat[win] + np.clip(trial[win] + m @ mean - base_flat[win], -max_off, max_off)
                 filt = apply_target_filter(character, ref, trial.reshape(F, -1, 3), target_filter).reshape(F, C)
                 mean = np.linalg.lstsq(m, filt[win] - plan_flat[win], rcond=None)[0]
             sigma *= cfg.sigma_decay
@@ -189,13 +194,8 @@ def _mppi_pass(character, ref, sim, tracking, cfg, sweep: Sweep, target_filter, 
             trial = plan_flat.copy()
             trial[win] = cand_best
             cand_best = apply_target_filter(character, ref, trial.reshape(F, -1, 3), target_filter).reshape(F, C)[win]
-            table = np.repeat(plan_flat[:, None, :], W, axis=1)
-            table[win] = cand_best[:, None]
-            rates = np.gradient(table, dt, axis=0) if tracking.velocity_targets else np.zeros_like(table)
-            q0, qd0 = np.repeat(sweep.q[None], W, 0), np.repeat(sweep.qd[None], W, 0)
-            out = sim.rollout(table, rates, q0, qd0, f0, H, commit)
-            sweep.rollout_frames += H * W
-            cost_best = float(out["cost"][0] + cfg.offset_weight * np.sum((cand_best - ref_flat[win]) ** 2))
+            out = rollout(win, cand_best[:, None], f0, H, commit)
+            cost_best = float(out["cost"][0] + cfg.offset_weight * np.sum((cand_best - base_flat[win]) ** 2))
             if not np.isfinite(cost_best):
                 sweep.blowup = (f0 + 1, "the filtered targets of the window blew up")
                 break
@@ -286,13 +286,13 @@ def project(
             rng.bit_generator.state = state.rng_state
             t_start -= state.elapsed_s
     resumed = None
-    base = None  # with a filter: its output on the reference, around which the targets are optimized
+    base = ref.coords  # around which the targets are optimized: with a filter, its output on the reference
     if target_filter is not None:
         base = filtered if filtered is not None else apply_target_filter(character, ref, ref.coords, target_filter)
     if state is None:
-        plan = ref.coords.copy() if base is None else base.copy()
+        plan = base.copy()
         if cfg.ilc_passes > 0:
-            plan = _ilc_plan(character, ref, tracking, cfg, plan, ref.coords if base is None else base)
+            plan = _ilc_plan(character, ref, tracking, cfg, plan, base)
             if target_filter is not None:  # the learned targets constrained again (ILC pulls to the reference)
                 plan = apply_target_filter(character, ref, plan, target_filter)
         state = ckpt.ProjectionState(plan.reshape(F, C).copy(), [], {}, 0.0, time.perf_counter() - t_start)
