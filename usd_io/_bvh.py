@@ -72,6 +72,9 @@ BVH_UNIT_CANDIDATES: dict[str, float] = {
 BVH_EXPECTED_HEIGHT = 1.7
 """Height [m] the automatic unit choice aims the rest skeleton at."""
 
+MAX_CHANNELLESS_FRAMES = 10**6
+"""Most frames a BVH file without channels may declare: its ``Frames:`` count alone would size the clip."""
+
 FPS_SNAP_TOLERANCE = 1e-3
 """``1 / Frame Time`` is rounded to the nearest integer rate when within this relative distance of it."""
 
@@ -354,10 +357,7 @@ class _HierarchyParser:
         values = []
         for _ in range(3):
             tok, tline = self.next()
-            try:
-                v = float(tok) if tok is not None else None
-            except ValueError:
-                v = None
+            v = _number(tok)
             if v is None:
                 raise self.error(tline, f"OFFSET of {self.describe(j)}: expected 3 numbers, got {tok!r}")
             if not math.isfinite(v):
@@ -397,6 +397,16 @@ class _HierarchyParser:
         if j.is_end and count:
             raise self.error(line, f"{self.describe(j)} cannot have channels")
         j.channels = listed
+
+
+def _number(text: str | None) -> float | None:
+    """``float(text)`` for a number as BVH writes it, else None (Python's ``float`` also reads ``4_0`` as 40)."""
+    if text is None or "_" in text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def _count(text: str | None) -> int | None:
@@ -447,15 +457,12 @@ def _parse_motion(path: Path, lines: list[str], motion_line: int, channel_count:
         return m.group(1), k
 
     frames_text, frames_line = header(_FRAMES_RE, "Frames")
-    if not frames_text.isdigit():
+    frame_count = _count(frames_text)
+    if frame_count is None:
         raise InputError(path, f"MOTION line {frames_line}", f"Frames: {frames_text!r} is not a non-negative integer")
-    frame_count = int(frames_text)
     time_text, time_line = header(_FRAME_TIME_RE, "Frame Time")
-    try:
-        frame_time = float(time_text)
-    except ValueError:
-        frame_time = math.nan
-    if not (math.isfinite(frame_time) and frame_time > 0):
+    frame_time = _number(time_text)
+    if frame_time is None or not (math.isfinite(frame_time) and frame_time > 0):
         raise InputError(
             path, f"MOTION line {time_line}", f"Frame Time: {time_text!r} is not a positive finite number [s]"
         )
@@ -475,6 +482,12 @@ def _parse_motion(path: Path, lines: list[str], motion_line: int, channel_count:
                 f"frame row has {len(toks)} values, expected {channel_count} (the total of the CHANNELS counts)",
             )
     if channel_count == 0:
+        if frame_count > MAX_CHANNELLESS_FRAMES:  # no rows to check the count against: it alone would size the clip
+            raise InputError(
+                path,
+                f"MOTION line {frames_line}",
+                f"Frames: {frame_count} with no CHANNELS (more than {MAX_CHANNELLESS_FRAMES} rest-pose frames)",
+            )
         rows, row_lines = [[]] * frame_count, [0] * frame_count  # nothing to read: every frame is the rest pose
     if len(rows) != frame_count:
         raise InputError(
@@ -483,13 +496,13 @@ def _parse_motion(path: Path, lines: list[str], motion_line: int, channel_count:
             f"Frames: {frame_count} but the file has {len(rows)} frame rows",
         )
     try:
+        if any("_" in lines[number - 1] for number in row_lines if number):
+            raise ValueError("underscore")  # float() reads 4_0 as 40; BVH numbers have no underscores
         flat = np.array(list(map(float, (t for toks in rows for t in toks))), dtype=np.float64)
     except ValueError:
         for toks, number in zip(rows, row_lines):
             for c, t in enumerate(toks):
-                try:
-                    float(t)
-                except ValueError:
+                if _number(t) is None:
                     raise InputError(path, f"MOTION line {number}", f"value {c + 1} ({t!r}) is not a number") from None
         raise  # unreachable: some token failed above
     values = flat.reshape(frame_count, channel_count)

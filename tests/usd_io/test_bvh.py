@@ -311,6 +311,20 @@ Frame Time: 0.04
 0 9 0 10 20 30 1 2 3 4 5 7
 """
 
+CHANNELLESS = """HIERARCHY
+ROOT Hips
+{
+  OFFSET 0 0 0
+  End Site
+  {
+    OFFSET 0 1 0
+  }
+}
+MOTION
+Frames: 3
+Frame Time: 0.04
+"""
+
 # (case id, text -> bad text, expected field, expected words in the problem)
 MALFORMED = [
     ("extra_close", lambda t: t.replace("}\nMOTION", "}\n}\nMOTION"), "HIERARCHY line 21",
@@ -360,6 +374,18 @@ MALFORMED = [
      "Frame Time: '-0.04' is not a positive"),
     ("two_roots", lambda t: t.replace("}\nMOTION", "}\nROOT Other\n{\nOFFSET 0 0 0\n}\nMOTION"),
      "HIERARCHY line 21", "a second ROOT"),
+    ("frames_superscript_digit", lambda t: t.replace("Frames: 2", "Frames: \u00b2"), "MOTION line 22",
+     "is not a non-negative integer"),
+    ("frames_arabic_indic_digit", lambda t: t.replace("Frames: 2", "Frames: \u0662"), "MOTION line 22",
+     "is not a non-negative integer"),
+    ("value_underscore", lambda t: t.replace("4 5 7", "4 5_0 7"), "MOTION line 25",
+     "value 11 ('5_0') is not a number"),
+    ("offset_underscore", lambda t: t.replace("OFFSET 1 -1 0", "OFFSET 1 -1_0 0"), "HIERARCHY line 8",
+     "expected 3 numbers, got '-1_0'"),
+    ("frame_time_underscore", lambda t: t.replace("Frame Time: 0.04", "Frame Time: 0.0_4"), "MOTION line 23",
+     "Frame Time: '0.0_4' is not a positive"),
+    ("channelless_huge_frames", lambda t: CHANNELLESS.replace("Frames: 3", "Frames: 100000000000"), "MOTION line 11",
+     "Frames: 100000000000 with no CHANNELS"),
     ("end_site_channels", lambda t: t.replace("OFFSET 0 -4 0\n      }", "OFFSET 0 -4 0\nCHANNELS 1 Xrotation\n      }"),
      "HIERARCHY line 17", "End Site of joint 'LeftKnee' cannot have channels"),
 ]  # fmt: skip
@@ -368,6 +394,8 @@ MALFORMED = [
 def test_good_base_file_parses(tmp_path):
     asset = read_bvh(write(tmp_path, GOOD), meters_per_unit=1.0)
     assert asset.rig.joint_names == ("Hips", "LeftHip", "LeftKnee", "LeftKnee_end")
+    channelless = read_bvh(write(tmp_path, CHANNELLESS, "channelless.bvh"), meters_per_unit=1.0)
+    assert channelless.clip().frame_count == 3  # rest pose throughout
 
 
 @pytest.mark.parametrize(("edit", "field", "problem"), [c[1:] for c in MALFORMED], ids=[c[0] for c in MALFORMED])
