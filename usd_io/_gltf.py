@@ -10,15 +10,22 @@ What comes in (see :mod:`usd_io._gltf_skeleton` for the frame algebra):
   concatenated (vertex order kept). The skinned mesh node's own transform is ignored (glTF spec). A mesh without
   a skin whose node lies in the root joint's subtree becomes a one-joint skin (weight 1 on its nearest joint
   ancestor-or-self, points moved to that joint's bind pose); other unskinned meshes are skipped with a warning.
+  When an animated non-joint node between two joints lies on the way from that joint down to the mesh, the mesh
+  rides instead on the nearest joint below the lowest such node that no clip moves relative to it (so it follows
+  the node's animation exactly); without one it keeps the rest offset, with a warning.
 * clips: every animation, in file order, named by its ``name`` (``animation_<i>`` when unnamed, repeats made
   unique). A clip's samples are the union of its channels' key times, each channel evaluated with its own
-  interpolation (keys keep their times; no resampling), plus, for clips with CUBICSPLINE joint channels, evenly
-  spaced samples at >= 30 per second inside key gaps longer than 1.5 frames of that (a Motion interpolates
-  linearly between samples, which would flatten a sparse spline). Unanimated joints hold their rest values. Animated
-  non-joint ancestors are folded into the root channels. Joint translations go to ``Motion.translations`` only
-  when some non-root joint moves away from its rest translation. Scale channels are honoured only when they hold
-  the rest scale (a no-op); any other scale animation is ignored with a warning, as are morph ``weights``
-  channels and animation of nodes between a joint and a rigid mesh.
+  interpolation (keys keep their times; no resampling). A Motion interpolates linearly (slerp) between samples,
+  so a clip also gets: evenly spaced samples at >= 30 per second inside key gaps longer than 1.5 frames of that
+  when it has CUBICSPLINE channels on joints or their ancestors (a sparse spline would be flattened) or LINEAR
+  rotation channels on non-joint ancestors of joints (the joints below swing along arcs, which a chord would cut);
+  and, for each STEP translation or rotation key that changes the value, a hold sample 1 ms (at most half the gap)
+  before it with the previous value, so the value jumps instead of ramping. The clip's ``fps`` comes from the key
+  (and even) samples, not the hold samples. Unanimated joints hold their rest values. Animated non-joint ancestors
+  are folded into the root channels. Joint translations go to ``Motion.translations`` only when some non-root
+  joint moves away from its rest translation. Scale channels are honoured only when they hold the rest scale (a
+  no-op); any other scale animation is ignored with a warning, as are morph ``weights`` channels and animation of
+  nodes between a joint and a rigid mesh.
 """
 
 from __future__ import annotations
@@ -43,8 +50,18 @@ from .errors import InputError
 
 __all__ = ["GltfWarning", "read_gltf"]
 
-CUBIC_SAMPLE_FPS = 30.0
-"""Clips with CUBICSPLINE joint channels are sampled at least this often between sparse keys [1/s]."""
+DENSE_SAMPLE_FPS = 30.0
+"""Clips whose curves a Motion's linear (slerp) interpolation between keys would flatten or cut short (CUBICSPLINE
+pose-node channels, LINEAR rotations of non-joint pose nodes) are sampled at least this often between sparse keys
+[1/s]. A point at radius ``r`` on a node turning at ``w`` rad/s is then off its arc by at most the sagitta
+``r * (1 - cos(w / (2 * DENSE_SAMPLE_FPS)))``: 1.4 mm for half a turn per second at 1 m."""
+
+STEP_HOLD_INTERVAL = 1e-3
+"""How long before a STEP key its previous value is still sampled [s] (a hold sample; at most half the gap to the
+previous sample, so it stays between the two). A Motion ramps linearly from the hold sample to the key, so the
+interval is short against a frame at any common rate (1/240 s = 4.2 ms: uniform resampling rarely lands on the
+ramp), yet 0.024 time codes at 24 per second: far above the USD writer's 1e-5 time-code snap, which would
+otherwise merge the hold sample into the key."""
 
 TRANSLATION_TOLERANCE = 1e-6
 """Relative (to the longest bone) change of a non-root joint's translation that makes a clip carry translations."""
@@ -66,8 +83,8 @@ def read_gltf(path: str | Path, *, scene: int | None = None) -> Asset:
             no common ancestor, no skin), naming the file and the field.
 
     Warns:
-        GltfWarning: ignored content (scale and morph animation, unattached rigid meshes, POINTS/LINES
-            primitives); sim.RigWarning: skin weights renormalized.
+        GltfWarning: ignored content (scale and morph animation, unattached rigid meshes, rigid meshes that
+            cannot follow an animated node, POINTS/LINES primitives); sim.RigWarning: skin weights renormalized.
     """
     path = Path(path)
     try:
@@ -99,9 +116,10 @@ def _read(doc: GltfDocument, scene: int | None) -> Asset:
     rest_world = transform_matrix(rest_pos[0], rest_rot[0])
     ibm = inverse_bind_matrices(doc, tree, skeleton, skins, rest_world)
     local_rot, local_trans = skeleton.local_frames(rest_rot, rest_pos)
-    meshes = _meshes(doc, tree, skeleton, ibm, mesh_nodes)
-    rig = Rig(skeleton.names, skeleton.parents, local_trans[0], local_rot[0], ibm, meshes, name=doc.path.stem)
     animations = [read_animation(doc, a) for a in range(len(doc.table("animations")))]
+    animated = {c.node for _, channels in animations for c in channels if c.path in ("translation", "rotation")}
+    meshes = _meshes(doc, tree, skeleton, ibm, mesh_nodes, animated)
+    rig = Rig(skeleton.names, skeleton.parents, local_trans[0], local_rot[0], ibm, meshes, name=doc.path.stem)
     names = unique_names([name or f"animation_{a}" for a, (name, _) in enumerate(animations)])
     clips = {
         name: _clip(doc, tree, skeleton, rig, channels, name, mesh_nodes)
@@ -122,11 +140,19 @@ def _scene_roots(doc: GltfDocument, tree: NodeTree, scene: int | None) -> list[i
 
 
 def _meshes(
-    doc: GltfDocument, tree: NodeTree, skeleton: Skeleton, ibm: np.ndarray, mesh_nodes: list[int]
+    doc: GltfDocument,
+    tree: NodeTree,
+    skeleton: Skeleton,
+    ibm: np.ndarray,
+    mesh_nodes: list[int],
+    animated: set[int],
 ) -> list[SkinnedMesh]:
-    """One SkinnedMesh per mesh node (skinned, or rigid under the skeleton's root)."""
+    """One SkinnedMesh per mesh node (skinned, or rigid under the skeleton's root).
+
+    ``animated``: nodes with a translation or rotation channel in some animation (they decide which joint a rigid
+    mesh rides on, see :func:`_rigid_binding`).
+    """
     nodes = doc.table("nodes")
-    index = skeleton.index()
     out: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     for n in mesh_nodes:
         node = nodes[n]
@@ -134,12 +160,19 @@ def _meshes(
         skin = doc.get_index(node, "skin", f"nodes[{n}]", "skins", None)
         name = doc.get_str(doc.table("meshes")[m], "name", f"meshes[{m}]", None) or tree.names[n] or f"mesh{n}"
         if skin is None:
-            joint = next((index[a] for a in [n, *tree.ancestors(n)] if a in index), None)
-            if joint is None:
+            binding = _rigid_binding(tree, skeleton, animated, n)
+            if binding is None:
                 doc.warn(f"nodes[{n}]", f"mesh of {tree.label(n)} has no skin and is not below a joint: skipped")
                 continue
+            joint, rel, unfollowed = binding
+            if unfollowed:
+                doc.warn(
+                    f"nodes[{n}]",
+                    f"animation of {', '.join(tree.label(a) for a in unfollowed)} moves the joints below it but not "
+                    f"the rigid mesh {name!r} of {tree.label(n)}: the mesh follows joint {skeleton.names[joint]!r} "
+                    f"at its rest offset (no joint below {tree.label(unfollowed[0])} is unanimated relative to it)",
+                )
             data = read_mesh(doc, m, node, n, skinned=False)
-            rel = _relative_matrix(tree, skeleton.nodes[joint], n)
             to_bind = np.linalg.inv(ibm[joint]) @ np.diag([skeleton.scales[joint]] * 3 + [1.0]) @ rel
             points = data.points @ to_bind[:3, :3].T + to_bind[:3, 3]
             joints = np.full((len(points), 1), joint)
@@ -156,6 +189,51 @@ def _meshes(
         out.append((name, points, data.triangles, joints, weights))
     names = unique_names([o[0] for o in out])
     return [SkinnedMesh(nm, p, t, j, w, joint_count=skeleton.joint_count) for nm, (_, p, t, j, w) in zip(names, out)]
+
+
+def _rigid_binding(
+    tree: NodeTree, skeleton: Skeleton, animated: set[int], node: int
+) -> tuple[int, np.ndarray, list[int]] | None:
+    """The joint a rigid mesh on ``node`` rides on and the mesh node's rest matrix relative to that joint.
+
+    Normally the nearest joint ancestor-or-self ``J``, relative matrix :func:`_relative_matrix` (the rest
+    transforms below ``J``). When a non-joint pose node (one with joints below it) on the way from ``J`` down to
+    ``node`` is animated, that matrix would freeze it at rest: the mesh then rides on the nearest joint ``D`` below
+    the lowest such node ``A`` whose path from ``A`` (``D`` included) no animation moves, so that
+    ``world(node) = world(D) @ inv(rel(A, D)) @ rel(A, node)`` at every frame of every clip.
+
+    Args:
+        animated: nodes with a translation or rotation channel in some animation.
+
+    Returns:
+        ``(joint index, relative matrix (4, 4), unfollowed)`` where ``unfollowed`` lists the animated pose nodes
+        the mesh does not follow (lowest first; empty when exact), or None when ``node`` is not below a joint.
+    """
+    index = skeleton.index()
+    chain = [node, *tree.ancestors(node)]
+    top = next((a for a in chain if a in index), None)
+    if top is None:
+        return None
+    pose = set(skeleton.pose_nodes)
+    moving = [a for a in chain[: chain.index(top)] if a in pose and a in animated]  # lowest first
+    if not moving:
+        return index[top], _relative_matrix(tree, top, node), []
+    carrier = _still_joint_below(tree, index, animated, moving[0])
+    if carrier is None:
+        return index[top], _relative_matrix(tree, top, node), moving
+    rel = np.linalg.inv(_relative_matrix(tree, moving[0], carrier)) @ _relative_matrix(tree, moving[0], node)
+    return index[carrier], rel, []
+
+
+def _still_joint_below(tree: NodeTree, index: dict[int, int], animated: set[int], top: int) -> int | None:
+    """The nearest joint below ``top`` (breadth-first, children in file order) with no animated node on the path
+    from ``top`` (excluded) down to it (included), or None."""
+    queue = [c for c in tree.children[top] if c not in animated]
+    for n in queue:  # grows while iterating: breadth-first
+        if n in index:
+            return n
+        queue.extend(c for c in tree.children[n] if c not in animated)
+    return None
 
 
 def _relative_matrix(tree: NodeTree, top: int, node: int) -> np.ndarray:
@@ -203,13 +281,20 @@ def _clip(
     name: str,
     mesh_nodes: list[int],
 ) -> Motion:
-    """An animation's channels sampled at the union of their key times, as a Motion of ``rig``."""
+    """An animation's channels sampled at the union of their key times (densified and with STEP hold samples where
+    a Motion's linear interpolation needs them, see the module docstring), as a Motion of ``rig``."""
     times = np.unique(np.concatenate([c.times for c in channels])) if channels else np.zeros(1)
     pose = {n: k for k, n in enumerate(skeleton.pose_nodes)}
+    posed = [c for c in channels if c.node in pose and c.path in ("translation", "rotation")]
+    joints = set(skeleton.nodes)
     if any(
-        c.interpolation == "CUBICSPLINE" and c.node in pose and c.path in ("translation", "rotation") for c in channels
+        c.interpolation == "CUBICSPLINE"
+        or (c.interpolation == "LINEAR" and c.path == "rotation" and c.node not in joints)
+        for c in posed
     ):
         times = _densified(times)
+    fps = nominal_fps(times)  # before the hold samples, which are closer than a frame
+    times = _with_step_holds(times, [c for c in posed if c.interpolation == "STEP"])
     t = np.broadcast_to(tree.translations[skeleton.pose_nodes], (len(times), len(pose), 3)).copy()
     q = np.broadcast_to(tree.rotations[skeleton.pose_nodes], (len(times), len(pose), 4)).copy()
     rigid_paths = _rigid_mesh_paths(doc, tree, skeleton, mesh_nodes)
@@ -241,20 +326,40 @@ def _clip(
     moved = np.abs(trans[:, 1:] - rig.rest_translations[1:]).max(initial=0.0)
     bone = max(float(rig.bone_lengths().max()), 1e-12)
     translations = trans if moved > TRANSLATION_TOLERANCE * bone else None
-    return Motion(nominal_fps(times), trans[:, 0], rot, translations, times=times, name=name)
+    return Motion(fps, trans[:, 0], rot, translations, times=times, name=name)
 
 
 def _densified(times: np.ndarray) -> np.ndarray:
-    """Key times with every gap longer than ``1.5 / CUBIC_SAMPLE_FPS`` split evenly into steps of at most
-    ``1 / CUBIC_SAMPLE_FPS``: between keys a Motion interpolates linearly (slerp), which would flatten a sparse
-    CUBICSPLINE curve (keys a frame apart are kept as they are)."""
+    """Key times with every gap longer than ``1.5 / DENSE_SAMPLE_FPS`` split evenly into steps of at most
+    ``1 / DENSE_SAMPLE_FPS``: between keys a Motion interpolates linearly (slerp), which would flatten a sparse
+    CUBICSPLINE curve or cut across the arc of a joint below a rotating non-joint node (keys a frame apart are
+    kept as they are)."""
     out = [times[:1]]
     for a, b in itertools.pairwise(times):
-        n = int(np.ceil((b - a) * CUBIC_SAMPLE_FPS - 1e-9)) if (b - a) * CUBIC_SAMPLE_FPS > 1.5 else 1
-        out.append(a + (b - a) * np.arange(1, n + 1) / n)
-    out = np.concatenate(out)
-    out[-1] = times[-1]
-    return out
+        n = int(np.ceil((b - a) * DENSE_SAMPLE_FPS - 1e-9)) if (b - a) * DENSE_SAMPLE_FPS > 1.5 else 1
+        out.append(np.append(a + (b - a) * np.arange(1, n) / n, b))  # b itself: keys keep their exact times
+    return np.concatenate(out)
+
+
+def _with_step_holds(times: np.ndarray, step_channels: list[Channel]) -> np.ndarray:
+    """``times`` [s] plus, before every key of a STEP channel that changes its value, a hold sample
+    ``min(STEP_HOLD_INTERVAL, gap / 2)`` earlier (``gap``: to the previous sample), where the channel still holds
+    the previous key: a Motion interpolates linearly between samples and would otherwise ramp to the new value
+    over the whole gap instead of jumping at the key (glTF STEP).
+
+    Args:
+        times: sample times, strictly increasing, containing every key time of ``step_channels``, shape (F,).
+
+    Returns:
+        the sample times with the hold samples, strictly increasing, shape (F + holds,).
+    """
+    holds = []
+    for c in step_channels:
+        keys = c.times[1:][np.any(c.values[1:] != c.values[:-1], axis=1)]
+        previous = times[np.searchsorted(times, keys) - 1]  # keys > times[0]: the sample before each key
+        hold = keys - np.minimum(STEP_HOLD_INTERVAL, 0.5 * (keys - previous))
+        holds.append(hold[(hold > previous) & (hold < keys)])  # gaps at float resolution get no hold
+    return np.union1d(times, np.concatenate(holds)) if holds else times
 
 
 def _check_scale_channel(doc: GltfDocument, tree: NodeTree, channel: Channel) -> None:

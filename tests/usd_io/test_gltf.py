@@ -62,9 +62,12 @@ def assert_matches_reference(asset: usd_io.Asset, path, clips=None, bind_tol: fl
         clip = asset.clips[name]
         keys = ref.reference_key_times(path, name)
         times = clip.times
-        # keys keep their times; CUBICSPLINE clips get samples between sparse keys too (checked as well)
+        # keys keep their times; CUBICSPLINE clips (and rotating non-joint nodes) get samples between sparse keys,
+        # STEP keys a hold sample at most 1 ms before them (all checked as well)
         assert np.isin(keys, times).all(), f"clip {name}: key times {keys} not all in {times}"
-        assert len(times) == len(keys) or np.diff(times).max() <= 1 / 30 + 1e-9
+        extra = np.setdiff1d(times, keys)
+        holds = extra[keys[np.searchsorted(keys, extra)] - extra <= 1e-3 + 1e-12]
+        assert len(holds) == len(extra) or np.diff(times).max() <= 1 / 30 + 1e-9
         ours = skinned(asset, clip)
         expected = np.stack([ref.reference_skinned_points(path, name, t) for t in times])
         np.testing.assert_allclose(ours, expected, rtol=0, atol=SKIN_TOL * height, err_msg=f"clip {name}")
@@ -199,8 +202,12 @@ def test_folded_character_structure(tmp_path):
     # below hips the accumulated scale is 0.5 * 2 = 1: local translations keep their glTF values
     np.testing.assert_allclose(rig.rest_translations[2:4], [[0, 0.5, 0], [0, 0.4, 0]], atol=1e-12)
     assert list(asset.clips) == ["Wave", "animation_1"]
-    wave = asset.clips["Wave"]  # CUBICSPLINE channels, keys 0.1-0.25 s apart: sampled at >= 30 per second
-    assert np.diff(wave.times).max() <= 1 / 30 + 1e-9 and wave.fps == pytest.approx(1 / np.diff(wave.times).min())
+    wave = asset.clips["Wave"]  # CUBICSPLINE channels, keys 0.1-0.25 s apart: sampled at >= 30 per second, plus
+    # hold samples 1 ms before the STEP spine rotation's keys at 0.25 and 0.75 s, which the nominal fps ignores
+    holds = np.array([0.25, 0.75]) - 1e-3
+    assert np.abs(wave.times[:, None] - holds).min(axis=0).max() < 1e-12
+    even = wave.times[np.abs(wave.times[:, None] - holds).min(axis=1) > 1e-12]
+    assert np.diff(wave.times).max() <= 1 / 30 + 1e-9 and wave.fps == pytest.approx(1 / np.diff(even).min())
     assert asset.clips["Wave"].translations is not None  # a non-root joint is translated
     assert asset.clips["animation_1"].fps == 30.0
     assert asset.clips["animation_1"].translations is None  # only an ancestor of the root moves
@@ -259,6 +266,65 @@ def test_rigid_mesh_under_a_mirroring_node_keeps_its_faces_outward(tmp_path, mir
     assert np.sign(mesh.points[1, 0] - mesh.points[0, 0]) == mirror
     # ...and the faces still point outward
     np.testing.assert_allclose(_signed_volume(mesh.points, mesh.triangles), _signed_volume(tet, tris), rtol=1e-6)
+
+
+def _rigid_on_animated_node(tmp_path, on_holder: bool, animate_j1: bool) -> Path:
+    """Joints ``j0 -> X -> j1`` (X a non-joint node 1 m up, turning LINEAR about glTF z from 0 to 1.2 rad over 1 s)
+    with a rigid mesh ``lid`` on X, or on a non-joint ``holder`` child of X (0.3 m along x); ``animate_j1`` also
+    turns j1 about x."""
+    b = B.GltfBuilder()
+    box = np.array([[x, y, z] for x in (-0.1, 0.1) for y in (-0.1, 0.1) for z in (-0.1, 0.1)])
+    tris = np.array([0, 1, 3, 0, 3, 2, 4, 6, 7, 4, 7, 5, 0, 4, 5, 0, 5, 1, 2, 3, 7, 2, 7, 6])
+    lid = b.mesh([{"attributes": {"POSITION": b.accessor(box)}, "indices": b.accessor(tris, B.UBYTE)}], "lid")
+    j1 = b.node("j1", translation=[0, 1, 0])
+    holder = b.node("holder", translation=[0.3, 0, 0], mesh=lid) if on_holder else None
+    x = b.node("X", translation=[0, 1, 0], mesh=None if on_holder else lid,
+               children=[j1] + ([holder] if on_holder else []))  # fmt: skip
+    j0 = b.node("j0", children=[x])
+    pts = B.strip_points(rows=3, height=2.0)
+    prim = {"attributes": {"POSITION": b.accessor(pts), "JOINTS_0": b.accessor(np.zeros((len(pts), 4)), B.UBYTE),
+                           "WEIGHTS_0": b.accessor(np.tile([1.0, 0, 0, 0], (len(pts), 1)))}}  # fmt: skip
+    rest = [np.eye(4), B.trs_matrix((0, 2, 0))]  # bind pose = rest pose
+    b.roots(j0, b.node("body", mesh=b.mesh([prim]), skin=b.skin([j0, j1], np.linalg.inv(rest))))
+    channels = [(x, "rotation", [0.0, 1.0], [B.quat_axis_angle([0, 0, 1], a) for a in (0.0, 1.2)], "LINEAR")]
+    if animate_j1:
+        channels.append((j1, "rotation", [0.0, 1.0], [B.quat_axis_angle([1, 0, 0], a) for a in (0.0, 0.8)], "LINEAR"))
+    b.animation("Bend", channels)
+    return b.write(tmp_path / "rigid_mid.gltf")
+
+
+@pytest.mark.parametrize("on_holder", [False, True])
+def test_rigid_mesh_follows_an_animated_node_between_joints(tmp_path, on_holder):
+    """A rigid mesh on (or below) an animated non-joint node X between joints j0 and j1 moves with X in glTF. j1 is
+    not animated, so it carries X's motion exactly: the mesh rides on j1, no warning, and its points follow
+    ``C @ T(0, 1, 0) Rz(1.2 t) [T(0.3, 0, 0)] p`` at every sample."""
+    path = _rigid_on_animated_node(tmp_path, on_holder, animate_j1=False)
+    asset, messages = read_recording(path)
+    assert messages == []
+    clip = asset.clips["Bend"]
+    box = np.array([[x, y, z] for x in (-0.1, 0.1) for y in (-0.1, 0.1) for z in (-0.1, 0.1)])
+    offset = B.trs_matrix((0.3, 0, 0)) if on_holder else np.eye(4)
+    points = skinned(asset, clip)[:, : len(box)]
+    for k, t in enumerate(clip.times):
+        world = B.trs_matrix((0, 1, 0), B.quat_axis_angle([0, 0, 1], 1.2 * t)) @ offset
+        expected = (box @ world[:3, :3].T + world[:3, 3]) @ C.T
+        np.testing.assert_allclose(points[k], expected, atol=1e-6, err_msg=f"t = {t}")
+    lid = asset.rig.meshes[0]
+    assert lid.name == "lid"
+    np.testing.assert_array_equal(lid.influence_joints, asset.rig.joint_names.index("j1"))
+    assert_matches_reference(asset, path, bind_tol=BIND_TOL)
+
+
+def test_rigid_mesh_warns_when_no_joint_carries_an_animated_node(tmp_path):
+    """With j1 animated too, no joint moves with X alone: the mesh keeps riding on j0 at X's rest offset, and the
+    importer says so, naming X, the mesh and the joint."""
+    asset, messages = read_recording(_rigid_on_animated_node(tmp_path, on_holder=False, animate_j1=True))
+    assert len(messages) == 1, messages
+    assert (
+        "nodes[1]: animation of nodes[1] 'X' moves the joints below it but not the rigid mesh 'lid' of nodes[1] 'X': "
+        "the mesh follows joint 'j0' at its rest offset" in messages[0]
+    )
+    np.testing.assert_array_equal(asset.rig.meshes[0].influence_joints, 0)
 
 
 # -- accessors ---------------------------------------------------------------------------------------------------
@@ -361,6 +427,91 @@ def test_clip_fps_from_key_spacing(tmp_path, spacing, fps):
     times = np.arange(4) * spacing
     clip = read_gltf(B.minimal_skin(times=times).write(tmp_path / "m.glb")).clips["Bend"]
     np.testing.assert_allclose(clip.fps, fps, rtol=1e-6)
+
+
+def _angle_from_first(q: np.ndarray) -> np.ndarray:
+    """Rotation angle [rad] of each quaternion (F, 4) relative to the first, shape (F,)."""
+    return 2 * np.arccos(np.clip(np.abs(q @ q[0]), 0.0, 1.0))
+
+
+def _step_clip(tmp_path, with_linear: bool) -> tuple[usd_io.Asset, Path]:
+    """minimal_skin plus clip ``Step``: the root turns 0 -> 1.5 rad about glTF z as a STEP rotation keyed at 0 and
+    1 s; ``with_linear`` adds the tip's LINEAR rotation 0 -> 1.2 rad (keys 0, 0.5, 1 s) and a STEP translation."""
+    b = B.minimal_skin()  # nodes: 0 tip, 1 root
+    channels = [(1, "rotation", [0.0, 1.0], [B.quat_axis_angle([0, 0, 1], a) for a in (0.0, 1.5)], "STEP")]
+    if with_linear:
+        channels += [
+            (0, "rotation", [0.0, 0.5, 1.0], [B.quat_axis_angle([0, 0, 1], a) for a in (0.0, 0.6, 1.2)], "LINEAR"),
+            (0, "translation", [0.0, 1.0], [[0, 1, 0], [0, 2, 0]], "STEP"),
+        ]
+    b.animation("Step", channels)
+    path = b.write(tmp_path / "step.gltf")
+    return read_gltf(path), path
+
+
+@pytest.mark.parametrize("with_linear", [False, True])
+def test_step_channels_hold_between_keys(tmp_path, with_linear):
+    """glTF STEP holds the previous key until the next: sampling the Motion between the keys (Motion.sample,
+    resample) gives the held value, not a ramp; a LINEAR channel in the same clip stays exact between its keys,
+    and the nominal fps comes from the key times (not the 1 ms hold sample before the 1 s key)."""
+    asset, path = _step_clip(tmp_path, with_linear)
+    clip = asset.clips["Step"]
+    t = np.array([0.0, 0.25, 0.5, 0.75, 0.99, 1.0])
+    sampled = clip.sample(t)
+    np.testing.assert_allclose(_angle_from_first(sampled.rotations[:, 0]), [0, 0, 0, 0, 0, 1.5], atol=1e-6)
+    np.testing.assert_allclose(_angle_from_first(clip.resample(10).rotations[:, 0]), [0] * 10 + [1.5], atol=1e-6)
+    if with_linear:  # the tip's local rotation is glTF's own: slerp about z, linear in angle
+        np.testing.assert_allclose(sampled.rotations[:, 1], axis_angle_to_quat(1.2 * t[:, None] * [0, 0, 1]),
+                                   atol=1e-6)  # fmt: skip
+        np.testing.assert_allclose(sampled.translations[:, 1], np.where(t[:, None] < 1, [0, 1, 0], [0, 2, 0]),
+                                   atol=1e-12)  # fmt: skip
+    assert clip.fps == (2.0 if with_linear else 1.0)
+    np.testing.assert_allclose(clip.times, [0.0, 0.5, 0.999, 1.0] if with_linear else [0.0, 0.999, 1.0], atol=1e-12)
+    assert_matches_reference(asset, path)  # the hold sample too
+
+
+def _pivot_file(tmp_path, between_joints: bool) -> Path:
+    """A non-joint node ``pivot`` turning LINEAR about glTF y from 0 to 0.999 pi (keys 0 and 1 s), with a joint 1 m
+    from it along x: the root joint (pivot above the skeleton) or ``j1`` (pivot between the root ``j0`` and it)."""
+    b = B.GltfBuilder()
+    arm = b.node("arm", translation=[1, 0, 0])
+    pivot = b.node("pivot", children=[arm])
+    top = b.node("j0", children=[pivot]) if between_joints else pivot
+    joints = [top, arm] if between_joints else [arm]
+    pts = B.strip_points(rows=2, height=0.5) + np.array([1, 0, 0])
+    prim = {"attributes": {"POSITION": b.accessor(pts),
+                           "JOINTS_0": b.accessor(np.tile([len(joints) - 1, 0, 0, 0], (len(pts), 1)), B.UBYTE),
+                           "WEIGHTS_0": b.accessor(np.tile([1.0, 0, 0, 0], (len(pts), 1)))},
+            "indices": b.accessor(B.strip_indices(rows=2), B.USHORT)}  # fmt: skip
+    b.roots(top, b.node("body", mesh=b.mesh([prim]), skin=b.skin(joints)))
+    turn = [B.quat_axis_angle([0, 1, 0], a) for a in (0.0, 0.999 * np.pi)]
+    b.animation("Spin", [(pivot, "rotation", [0.0, 1.0], turn, "LINEAR")])
+    return b.write(tmp_path / "pivot.gltf")
+
+
+@pytest.mark.parametrize("between_joints", [False, True])
+def test_rotating_non_joint_node_moves_joints_along_arcs(tmp_path, between_joints):
+    """The joint 1 m from a rotating non-joint pivot follows an arc in glTF, also between keys. The clip is sampled
+    at 30 per second, so a Motion (which interpolates linearly) stays within the sagitta
+    ``r (1 - cos(w h / 2))`` of the arc: r = 1 m, w = 0.999 pi rad/s, h = 1/30 s: 1.4 mm (a chord between the two
+    keys alone passes within 1.6 mm of the pivot, 1 m off)."""
+    path = _pivot_file(tmp_path, between_joints)
+    asset = read_gltf(path)
+    clip = asset.clips["Spin"]
+    w, h = 0.999 * np.pi, 1 / 30
+    sagitta = 1.0 - np.cos(w * h / 2)
+    t = np.union1d([0.5], (clip.times[:-1] + clip.times[1:]) / 2)  # midpoints: the largest chord error
+    a = w * t
+    sampled = clip.sample(t)
+    if between_joints:  # j1's local translation in j0's frame: glTF's own axes (no C below the root)
+        got, arc = sampled.translations[:, 1], np.stack([np.cos(a), 0 * a, -np.sin(a)], axis=1)
+    else:  # the root's position in Z-up skeleton space: C @ (cos a, 0, -sin a)
+        got, arc = sampled.root_translations, np.stack([np.cos(a), np.sin(a), 0 * a], axis=1)
+    error = np.linalg.norm(got - arc, axis=1)
+    assert error.max() <= sagitta * (1 + 1e-3) + 1e-6, (error.max(), sagitta)
+    assert error[t == 0.5] < 1e-6  # t = 0.5 s is one of the samples
+    assert clip.fps == 30.0 and np.diff(clip.times).max() <= 1 / 30 + 1e-12 and clip.times[[0, -1]].tolist() == [0, 1]
+    assert_matches_reference(asset, path)
 
 
 # -- repairs and warnings -------------------------------------------------------------------------------------
