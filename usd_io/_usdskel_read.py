@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from sim import Motion, Rig, RigError, SkinnedMesh
+from sim.rig import WEIGHT_SUM_TOLERANCE, RigWarning
 from sim.rotations import axis_angle_to_quat, matrix_to_quat, quat_multiply, quat_rotate, transform_matrix
 
 from ._limits import MAX_MAGNITUDE, too_large
@@ -42,6 +43,10 @@ TRANSLATION_MATCH_TOLERANCE = 1e-6
 """Relative difference under which animated non-root translations count as the rest translations (float32)."""
 
 FPS_CUSTOM_DATA_KEY = "kinedistill:fps"
+
+TIME_ORIGIN_CUSTOM_DATA_KEY = "kinedistill:timeOrigin"
+"""Root layer customLayerData key holding the time code of clip time 0 (written by write_usdskel); without it
+(foreign stages) the stage's startTimeCode is time 0."""
 
 
 class UsdSkelWarning(UserWarning):
@@ -316,13 +321,40 @@ def _triangulate(counts: np.ndarray, indices: np.ndarray, path: Path, where: str
 
 
 def _read_mesh(skinning_query, skeleton: _Skeleton, conversion: _Conversion, path: Path) -> SkinnedMesh | None:
-    from pxr import Usd, UsdGeom
+    """The skinned mesh of ``skinning_query`` in our frame; None (with a warning) for a skinned prim that is no Mesh.
+
+    Warns:
+        UsdSkelWarning: blend shapes (ignored); joint weights that do not sum to 1 (renormalized, as the rig's
+            linear blend skinning needs; Pixar's UsdSkel skins with them as authored); a geomBindTransform that
+            varies over time (its earliest value is used).
+
+    Raises:
+        InputError: a skinning method other than classicLinear, missing or inconsistent points, faces or
+            influences, a non-finite or out-of-range geomBindTransform.
+    """
+    from pxr import Usd, UsdGeom, UsdSkel
 
     prim = skinning_query.GetPrim()
     where = str(prim.GetPath())
     if not prim.IsA(UsdGeom.Mesh):
         warnings.warn(f"{path}: {where}: skinned {prim.GetTypeName()} is not a Mesh; ignored", UsdSkelWarning, 2)
         return None
+    method = str(skinning_query.GetSkinningMethod())
+    if method != UsdSkel.Tokens.classicLinear:  # Pixar's dual-quaternion skinning differs by ~1% of the height
+        raise InputError(
+            path,
+            f"{where}.skel:skinningMethod",
+            f"{method} skinning is not supported; the toolkit skins with linear blend skinning (classicLinear)",
+        )
+    if skinning_query.HasBlendShapes():
+        shapes = [str(t) for t in (skinning_query.GetBlendShapeOrder() or [])]
+        listed = f" ({', '.join(map(repr, shapes[:5]))}{' ...' if len(shapes) > 5 else ''})" if shapes else ""
+        warnings.warn(
+            f"{path}: {where}.skel:blendShapes: {len(shapes)} blend shape(s){listed} ignored; the mesh is read in"
+            " its base shape (Pixar's UsdSkel adds the weighted shape offsets before skinning)",
+            UsdSkelWarning,
+            2,
+        )
     mesh = UsdGeom.Mesh(prim)
     points = _authored(mesh.GetPointsAttr())
     if points is None or len(points) == 0:
@@ -405,13 +437,45 @@ def _read_mesh(skinning_query, skeleton: _Skeleton, conversion: _Conversion, pat
         )
     joint_ids = np.where(used, np.asarray(lookup)[np.clip(joint_ids, 0, local_count - 1)], 0) + skeleton.offset
 
-    gbt = _usd_matrix(skinning_query.GetGeomBindTransform(Usd.TimeCode.Default()))
+    # the bind transform at the earliest time: its default when not sampled, else its first sample (one authored
+    # only as time samples has no default value, which reads as identity), as Pixar skins with it at every time
+    gbt_field = f"{where}.primvars:skel:geomBindTransform"
+    gbt = _usd_matrix(skinning_query.GetGeomBindTransform(Usd.TimeCode.EarliestTime()))
+    if not np.all(np.isfinite(gbt)):
+        raise InputError(path, gbt_field, "non-finite matrix entries")
+    if too_large(gbt).any():
+        raise InputError(path, gbt_field, f"matrix entries out of range (> {MAX_MAGNITUDE:g})")
+    gbt_attr = skinning_query.GetGeomBindTransformAttr()
+    if gbt_attr and gbt_attr.GetNumTimeSamples() > 1:
+        samples = [_np(gbt_attr.Get(c)) for c in gbt_attr.GetTimeSamples()]
+        if any(not np.array_equal(m, samples[0]) for m in samples[1:]):
+            warnings.warn(
+                f"{path}: {gbt_field}: varies over time; its earliest value is used at every time",
+                UsdSkelWarning,
+                2,
+            )
     points = points @ gbt[:3, :3].T + gbt[:3, 3]
     if np.linalg.det(gbt[:3, :3]) < 0:  # a mirroring bind transform turns the faces inside out: flip them back
         triangles = triangles[:, ::-1].copy()
+    # the rig renormalizes weights that do not sum to 1 (with a RigWarning naming neither file nor field): say so
+    # here, with the field (Pixar's UsdSkel skins with the weights as authored)
+    totals = weights.sum(axis=1)
+    off = np.abs(totals - 1.0) > WEIGHT_SUM_TOLERANCE
+    renormalized = bool(off.any()) and not (weights < 0).any() and bool((totals > 0).all())
+    if renormalized:
+        warnings.warn(
+            f"{path}: {where}.primvars:skel:jointWeights: the weights of {int(off.sum())} of {len(totals)} vertices"
+            f" sum to {totals[off].min():.6g} .. {totals[off].max():.6g}, not 1 (tolerance {WEIGHT_SUM_TOLERANCE:g}):"
+            " renormalized (Pixar's UsdSkel skins with them as authored)",
+            UsdSkelWarning,
+            2,
+        )
     name = prim.GetDisplayName() or prim.GetName()
     try:
-        return SkinnedMesh(name, conversion.points(points), triangles, joint_ids, weights)
+        with warnings.catch_warnings():
+            if renormalized:  # reported above, with file and field
+                warnings.simplefilter("ignore", RigWarning)
+            return SkinnedMesh(name, conversion.points(points), triangles, joint_ids, weights)
     except RigError as e:
         raise InputError(path, where, str(e)) from None
 
@@ -451,6 +515,21 @@ class _Placement:
         return conv
 
 
+def _time_origin(stage, path: Path) -> float:
+    """The time code of clip time 0: the root layer's ``kinedistill:timeOrigin`` (our writer's ``start_time_code``,
+    which differs from startTimeCode when a clip has keys before time 0), else the stage's startTimeCode."""
+    data = stage.GetRootLayer().customLayerData
+    if TIME_ORIGIN_CUSTOM_DATA_KEY not in data:
+        return float(stage.GetStartTimeCode())
+    origin = data[TIME_ORIGIN_CUSTOM_DATA_KEY]
+    field = f"customLayerData:{TIME_ORIGIN_CUSTOM_DATA_KEY}"
+    if isinstance(origin, bool) or not isinstance(origin, int | float) or not np.isfinite(origin):
+        raise InputError(path, field, f"must be a finite number, got {origin!r}")
+    if too_large(origin):
+        raise InputError(path, field, f"out of range (> {MAX_MAGNITUDE:g}), got {origin!r}")
+    return float(origin)
+
+
 def _read_animation(anim_prim, skeleton: _Skeleton, placement: _Placement, stage, path: Path) -> Motion:
     from pxr import UsdSkel
 
@@ -485,7 +564,7 @@ def _read_animation(anim_prim, skeleton: _Skeleton, placement: _Placement, stage
     tcps = stage.GetTimeCodesPerSecond()
     if not np.isfinite(tcps) or tcps <= 0:
         raise InputError(path, "timeCodesPerSecond", f"must be positive, got {tcps}")
-    start = stage.GetStartTimeCode()
+    start = _time_origin(stage, path)
     if not codes:
         codes = [start]
     frame_count, joint_count = len(codes), len(skeleton.names)
@@ -514,6 +593,8 @@ def _read_animation(anim_prim, skeleton: _Skeleton, placement: _Placement, stage
                 raise InputError(
                     path, f"{where}.scales", f"{len(value)} values for {len(tokens)} joints at time {code}"
                 )
+            if not np.all(np.isfinite(value)):
+                raise InputError(path, f"{where}.scales", f"non-finite value at time {code}")
             worst = max(worst, float(np.abs(value - 1.0).max(initial=0.0)))
         if worst > ANIMATION_SCALE_TOLERANCE:
             warnings.warn(f"{path}: {where}.scales: joint scales (up to {worst:.3g} off 1) ignored", UsdSkelWarning, 2)
@@ -580,18 +661,26 @@ def read_usdskel(path: str | Path, *, skeleton: str | None = None) -> Asset:
         the asset in our frame (SI metres, Z-up): the rig (named after the SkelRoot's displayName or name),
         every Mesh bound to the skeleton (faces triangulated as fans in vertex order), and every SkelAnimation
         under the SkelRoot as a clip (the one bound as ``skel:animationSource`` first), sampled at the union of
-        its authored time samples with ``times = (timeCode - startTimeCode) / timeCodesPerSecond``; the clip's
+        its authored time samples with ``times = (timeCode - origin) / timeCodesPerSecond``, where ``origin``
+        is the root layer's customLayerData ``kinedistill:timeOrigin`` (the time code of time 0, written by
+        :func:`write_usdskel`; it differs from startTimeCode when a clip has keys before time 0), else the
+        stage's startTimeCode (foreign stages); the clip's
         ``fps`` is the one we wrote (customData ``kinedistill:fps``), else the rate of evenly spaced samples, else
         the stage's framesPerSecond (timeCodesPerSecond when not authored).
 
     Warns:
-        UsdSkelWarning: several Skeletons to choose from (see ``skeleton``); ignored content.
+        UsdSkelWarning: several Skeletons to choose from (see ``skeleton``); ignored content (blend shapes,
+            joint scales, unresolved bindings, unknown animation joints); joint weights not summing to 1
+            (renormalized; the message names the file, the ``primvars:skel:jointWeights`` field, how many
+            vertices and the range of their sums).
 
     Raises:
         InputError: unreadable file, no SkelRoot or Skeleton, ``skeleton`` naming no Skeleton inside a SkelRoot
             (the message lists the stage's Skeletons), joints not parents-first, missing rest and bind
-            transforms, scaled joints, mismatched array sizes, NaN weights (the message names file and
-            prim/attribute).
+            transforms, scaled joints, mismatched array sizes, NaN weights, non-finite animation values or
+            scales, a non-finite or out-of-range geomBindTransform, a skinning method other than classicLinear
+            (dual-quaternion skinning would differ from ours by ~1% of the height), a bad
+            ``kinedistill:timeOrigin`` (the message names file and prim/attribute).
     """
     from pxr import Usd, UsdGeom, UsdSkel
 

@@ -30,6 +30,7 @@ from sim.rotations import transform_matrix
 from ._usd_names import unique_identifiers
 from ._usd_paths import usd_output_path
 from .atomic import atomic_output
+from .errors import InputError
 
 __all__ = ["write_usdskel"]
 
@@ -38,6 +39,10 @@ DEFAULT_TIME_CODES_PER_SECOND = 24.0
 
 FPS_CUSTOM_DATA_KEY = "kinedistill:fps"
 """SkelAnimation customData key holding the clip's nominal frame rate [1/s] (read back by read_usdskel)."""
+
+TIME_ORIGIN_CUSTOM_DATA_KEY = "kinedistill:timeOrigin"
+"""Root layer customLayerData key holding the time code of clip time 0 (``start_time_code``; read back by
+read_usdskel). startTimeCode is the playback range start, which lies below it when a clip has keys before 0."""
 
 
 def _joint_paths(rig: Rig) -> list[str]:
@@ -163,7 +168,10 @@ def write_usdskel(
     SkelAnimation time-sampled at ``time code = times[s] * timeCodesPerSecond + start_time_code`` (keyframed
     clips keep their key times; codes within ``TIME_CODE_SNAP`` of a whole number are written as it); every
     joint is animated (translations from the clip's root channel and per-joint translations or the rest pose,
-    rotations, unit scales).
+    rotations, unit scales). The time code of time 0 (``start_time_code``) is recorded as the root layer's
+    customLayerData ``kinedistill:timeOrigin``: the stage's startTimeCode is the playback range start, the
+    smallest code, which lies below ``start_time_code`` when a clip has keys before time 0; read_usdskel
+    measures times from the recorded origin, so such keys keep their times.
 
     Args:
         path: output file (``.usda``, ``.usdc`` or ``.usd``); its folder is created when missing.
@@ -172,13 +180,15 @@ def write_usdskel(
         bound_clip: index or name of the clip bound as the Skeleton's ``skel:animationSource``.
         time_codes_per_second: stage timeCodesPerSecond and framesPerSecond [1/s]; default: the first clip's
             fps (24 without clips).
-        start_time_code: time code of clip time 0 [time codes]. The stage's start/end time codes span all
-            clips' samples (and include ``start_time_code``); 0/0 without clips.
+        start_time_code: time code of clip time 0 [time codes], recorded as ``kinedistill:timeOrigin``. The
+            stage's start/end time codes span all clips' samples (and include ``start_time_code``); 0/0
+            without clips.
         meters_per_unit: the stage's length unit [m]; lengths are divided by it.
 
     Raises:
         ValueError: bad ``bound_clip``, ``time_codes_per_second`` or ``meters_per_unit``.
         sim.RigError: a clip that does not fit the rig.
+        InputError: ``path`` cannot be written, or USD fails to write the stage (the previous file is kept).
     """
     from pxr import Gf, Kind, Sdf, Usd, UsdGeom, UsdPhysics, UsdSkel, Vt
 
@@ -204,6 +214,7 @@ def write_usdskel(
         UsdPhysics.SetStageKilogramsPerUnit(stage, 1.0)
         stage.SetTimeCodesPerSecond(tcps)
         stage.SetFramesPerSecond(tcps)
+        stage.GetRootLayer().customLayerData = {TIME_ORIGIN_CUSTOM_DATA_KEY: float(start_time_code)}
 
         root_name = unique_identifiers([rig.name])[0]
         root_path = Sdf.Path.absoluteRootPath.AppendChild(root_name)
@@ -297,4 +308,5 @@ def write_usdskel(
                 for code, extent in zip(codes, skinned_extents(rig, clips[bound].sample(times), scale)):
                     root_extent.Set(Vt.Vec3fArray.FromNumpy(extent), Usd.TimeCode(float(code)))
 
-        stage.GetRootLayer().Export(str(tmp))
+        if not stage.GetRootLayer().Export(str(tmp)):  # atomic_output then removes tmp and keeps the old file
+            raise InputError(path, "output", "USD could not write the stage (Sdf.Layer.Export failed)")

@@ -1043,3 +1043,190 @@ def test_output_under_an_unreachable_folder_is_an_input_error(tmp_path, monkeypa
     with pytest.raises(InputError, match=r"locked/x\.json: output: cannot reach it \(Permission denied\)"):
         with atomic_output(tmp_path / "locked" / "x.json"):
             pass
+
+
+# -- (g) skinning method, blend shapes, bind transforms, weights, scales, time origin -------------------------------
+def test_dual_quaternion_skinning_is_refused(tmp_path, rig, clips):
+    """Pixar skins a ``skel:skinningMethod = dualQuaternion`` mesh by dual quaternions, which differ from our
+    linear blend skinning far beyond the tolerance: the reader refuses it (reading it as LBS was silent)."""
+    path = tmp_path / "dqs.usda"
+    write_usdskel(path, rig, clips[:1])
+    stage = Usd.Stage.Open(str(path))
+    UsdSkel.BindingAPI(stage.GetPrimAtPath("/test_rig/body")).CreateSkinningMethodAttr(UsdSkel.Tokens.dualQuaternion)
+    stage.Save()
+    _, pixar, _ = pixar_skinning(path)
+    ours, _ = sim.skin_motion(rig, clips[0], mesh=rig.meshes[0])
+    assert np.abs(ours - pixar["body"]).max() > 10 * SKINNING_RTOL * rig.height()  # DQS really differs here
+    with pytest.raises(InputError) as err:
+        read_usdskel(path)
+    assert err.value.path == str(path)
+    assert err.value.field == "/test_rig/body.skel:skinningMethod"
+    assert err.value.problem.startswith("dualQuaternion skinning is not supported; the toolkit skins with linear")
+
+
+def test_blend_shapes_are_reported_as_ignored(tmp_path, rig, clips):
+    """A mesh with a blend shape (Pixar's BakeSkinning adds its weighted offsets): the reader keeps the base shape,
+    which is what Pixar's ComputeSkinnedPoints skins, and warns naming file, mesh and shape."""
+    path = tmp_path / "blend.usda"
+    write_usdskel(path, rig, clips[:1])
+    stage = Usd.Stage.Open(str(path))
+    prim = stage.GetPrimAtPath("/test_rig/body")
+    shape = UsdSkel.BlendShape.Define(stage, prim.GetPath().AppendChild("bulge"))
+    shape.CreateOffsetsAttr(Vt.Vec3fArray([Gf.Vec3f(0.0, 0.0, 0.1)] * rig.meshes[0].vertex_count))
+    binding = UsdSkel.BindingAPI(prim)
+    binding.CreateBlendShapesAttr(Vt.TokenArray(["bulge"]))
+    binding.CreateBlendShapeTargetsRel().SetTargets([shape.GetPath()])
+    anim = UsdSkel.Animation(stage.GetPrimAtPath("/test_rig/Animations/walk_cycle"))
+    anim.CreateBlendShapesAttr(Vt.TokenArray(["bulge"]))
+    anim.CreateBlendShapeWeightsAttr(Vt.FloatArray([1.0]))
+    stage.Save()
+    ignored = r"blend\.usda: /test_rig/body\.skel:blendShapes: 1 blend shape\(s\) \('bulge'\) ignored"
+    with pytest.warns(UsdSkelWarning, match=ignored):
+        asset = read_usdskel(path)
+    _, pixar, _ = pixar_skinning(path)
+    ours, _ = sim.skin_motion(asset.rig, asset.clip(), mesh=asset.rig.meshes[0])
+    np.testing.assert_allclose(ours, pixar["body"], atol=SKINNING_RTOL * rig.height())
+
+
+def test_time_sampled_geom_bind_transform_matches_pixar(tmp_path, rig, clips):
+    """A geomBindTransform authored only as a time sample has no default value: Pixar skins with the sample, the
+    reader read identity (0.25 m off). One that varies over time warns (its earliest value is used)."""
+    path = tmp_path / "gbt.usda"
+    write_usdskel(path, rig, clips[:1])
+    stage = Usd.Stage.Open(str(path))
+    attr = UsdSkel.BindingAPI(stage.GetPrimAtPath("/test_rig/body")).GetGeomBindTransformAttr()
+    attr.Clear()
+    moved = transform_matrix(np.array([0.0, 0.1, 0.25]), axis_angle_to_quat(np.array([0.0, 0.0, 0.4])))
+    attr.Set(_matrix(moved), 0.0)
+    stage.Save()
+    _, pixar, _ = pixar_skinning(path)
+    asset = read_usdskel(path)
+    tol = SKINNING_RTOL * rig.height()
+    for mesh, prim_name in zip(asset.rig.meshes, ["body", "arm_box_001"]):
+        ours, _ = sim.skin_motion(asset.rig, asset.clip(), mesh=mesh)
+        np.testing.assert_allclose(ours, pixar[prim_name], atol=tol)
+    attr.Set(_matrix(np.eye(4)), 5.0)
+    stage.Save()
+    with pytest.warns(UsdSkelWarning, match=r"gbt\.usda: /test_rig/body\.primvars:skel:geomBindTransform: varies"):
+        read_usdskel(path)
+
+
+@pytest.mark.parametrize(("value", "problem"), [(np.nan, "non-finite matrix entries"), (1e30, "out of range")])
+def test_bad_geom_bind_transform_is_an_input_error(tmp_path, value, problem):
+    """A NaN geomBindTransform was reported as the mesh's points; a 1e30 one was accepted (points of 1e30 m)."""
+    path = tmp_path / "gbt.usda"
+    stage = _skeleton_stage(path, ["a"], bind=1, rest=1)
+    mesh = UsdGeom.Mesh.Define(stage, "/Root/Tri")
+    mesh.CreatePointsAttr(Vt.Vec3fArray([(0, 0, 0), (0.1, 0, 0), (0, 0.1, 0)]))
+    mesh.CreateFaceVertexCountsAttr([3])
+    mesh.CreateFaceVertexIndicesAttr([0, 1, 2])
+    binding = UsdSkel.BindingAPI.Apply(mesh.GetPrim())
+    binding.CreateSkeletonRel().SetTargets(["/Root/Skeleton"])
+    binding.CreateJointIndicesPrimvar(True, 1).Set(Vt.IntArray([0]))
+    binding.CreateJointWeightsPrimvar(True, 1).Set(Vt.FloatArray([1.0]))
+    matrix = np.eye(4)
+    if np.isnan(value):
+        matrix[2, 3] = value  # a NaN translation
+    else:
+        matrix[:3, :3] *= value  # a float-valid, absurd scale
+    binding.CreateGeomBindTransformAttr(_matrix(matrix))
+    stage.Save()
+    with pytest.raises(InputError) as err:
+        read_usdskel(path)
+    assert err.value.path == str(path)
+    assert err.value.field == "/Root/Tri.primvars:skel:geomBindTransform"
+    assert problem in err.value.problem
+
+
+def test_weights_not_summing_to_one_warn_with_file_and_field(tmp_path, rig, clips):
+    """Pixar skins with the weights as authored; the rig renormalizes them. The reader says so with the file, the
+    field, the vertex count and the range of sums (the rig's own RigWarning named neither and is not repeated)."""
+    path = tmp_path / "sums.usda"
+    write_usdskel(path, rig, clips[:1])
+    stage = Usd.Stage.Open(str(path))
+    primvar = UsdSkel.BindingAPI(stage.GetPrimAtPath("/test_rig/body")).GetJointWeightsPrimvar()
+    k = rig.meshes[0].influence_count
+    weights = np.array(primvar.Get(), dtype=np.float32).reshape(-1, k)
+    weights[:5] *= 0.5
+    weights[5] *= 1.25
+    primvar.Set(Vt.FloatArray.FromNumpy(weights.reshape(-1)))
+    stage.Save()
+    with pytest.warns(UsdSkelWarning) as record:
+        asset = read_usdskel(path)
+    assert not [w for w in record if issubclass(w.category, sim.RigWarning)]
+    (message,) = [str(w.message) for w in record if "jointWeights" in str(w.message)]
+    v = rig.meshes[0].vertex_count
+    assert message.startswith(f"{path}: /test_rig/body.primvars:skel:jointWeights: the weights of 6 of {v} vertices")
+    assert "sum to 0.5 .. 1.25, not 1" in message and "renormalized" in message
+    got = asset.rig.meshes[0]
+    np.testing.assert_allclose(got.influence_weights.sum(axis=1), 1.0, atol=1e-12)
+    np.testing.assert_allclose(dense_weights(got, rig.joint_count), dense_weights(rig.meshes[0], rig.joint_count),
+                               atol=FLOAT32_ATOL)  # fmt: skip
+    _, pixar, _ = pixar_skinning(path)  # Pixar's skinning of the unnormalized weights differs from ours
+    ours, _ = sim.skin_motion(asset.rig, asset.clip(), mesh=got)
+    assert np.abs(ours - pixar["body"]).max() > 10 * SKINNING_RTOL * rig.height()
+
+
+def test_non_finite_animation_scales_are_an_input_error(tmp_path, rig, clips):
+    """A NaN scale was ignored (max(0, nan) is 0), unlike NaN translations and rotations; zero scales still warn."""
+    path = tmp_path / "scales.usda"
+    write_usdskel(path, rig, clips[:1])
+    stage = Usd.Stage.Open(str(path))
+    attr = UsdSkel.Animation(stage.GetPrimAtPath("/test_rig/Animations/walk_cycle")).GetScalesAttr()
+    code = float(attr.GetTimeSamples()[1])
+    scales = np.ones((rig.joint_count, 3), dtype=np.float16)
+    scales[2, 1] = np.nan
+    attr.Set(Vt.Vec3hArray.FromNumpy(scales), code)
+    stage.Save()
+    with pytest.raises(InputError) as err:
+        read_usdskel(path)
+    assert err.value.path == str(path)
+    assert err.value.field == "/test_rig/Animations/walk_cycle.scales"
+    assert err.value.problem == f"non-finite value at time {code}"
+    attr.Set(Vt.Vec3hArray.FromNumpy(np.zeros((rig.joint_count, 3), dtype=np.float16)), code)
+    stage.Save()
+    with pytest.warns(UsdSkelWarning, match=r"walk_cycle\.scales: joint scales \(up to 1 off 1\) ignored"):
+        read_usdskel(path)
+
+
+def test_keys_before_time_zero_keep_their_times(tmp_path, rig, clips):
+    """A clip keyed from -0.5 s beside one from 0: the stage's startTimeCode is the smallest code (the playback
+    range), the time origin (``start_time_code``) is recorded in customLayerData, and both clips read back with
+    their times (every clip was shifted by 0.5 s). A stage without the origin measures times from startTimeCode."""
+    walk, idle = clips
+    early = Motion(idle.fps, idle.root_translations, idle.rotations, times=idle.times - 0.5, name="early")
+    path = tmp_path / "early.usda"
+    tcps, start = 60.0, 12.0
+    write_usdskel(path, rig, [early, walk], time_codes_per_second=tcps, start_time_code=start)
+    stage = Usd.Stage.Open(str(path))
+    assert stage.GetStartTimeCode() == pytest.approx(start - 0.5 * tcps)
+    assert stage.GetEndTimeCode() == pytest.approx(walk.times[-1] * tcps + start)
+    assert stage.GetRootLayer().customLayerData == {"kinedistill:timeOrigin": start}
+    codes, _, _ = pixar_skinning(path)  # Pixar's samples of the bound clip: codes = times * tcps + start
+    np.testing.assert_allclose(codes, early.times * tcps + start, atol=TIME_ATOL)
+    asset = read_usdskel(path)
+    for want in (early, walk):
+        np.testing.assert_allclose(asset.clips[want.name].times, want.times, atol=TIME_ATOL)
+    assert validate_stage(path) == []
+
+    stage.GetRootLayer().customLayerData = {}  # a foreign stage: time 0 at startTimeCode
+    stage.Save()
+    np.testing.assert_allclose(read_usdskel(path).clips["walk/cycle"].times, walk.times + 0.5, atol=TIME_ATOL)
+    stage.GetRootLayer().customLayerData = {"kinedistill:timeOrigin": "twelve"}
+    stage.Save()
+    with pytest.raises(InputError) as err:
+        read_usdskel(path)
+    assert (err.value.path, err.value.field) == (str(path), "customLayerData:kinedistill:timeOrigin")
+
+
+def test_failed_export_keeps_previous_file(tmp_path, rig, clips, monkeypatch):
+    """Sdf.Layer.Export reporting failure (False) left the empty temporary file in place of the target."""
+    target = tmp_path / "rig.usda"
+    write_usdskel(target, rig, clips)
+    before = target.read_bytes()
+    monkeypatch.setattr(Sdf.Layer, "Export", lambda self, *args, **kwargs: False)
+    with pytest.raises(InputError) as err:
+        write_usdskel(target, rig, clips[:1])
+    assert (err.value.path, err.value.field) == (str(target), "output")
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rig.usda"]
