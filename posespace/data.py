@@ -12,6 +12,10 @@ A *clip spec* names where poses come from, as a string (for command lines) or a 
 * ``gaits:biped[-walk|-idle]*COUNT@PATH``: those variations retargeted onto the skeleton of the file at ``PATH``
   (any humanoid: :func:`posespace.retarget.retarget_motion`), so procedural gaits feed any humanoid skeleton.
 
+A loaded clip is named ``"source#clip"``; a ``gaits:`` source there names its seed (when not 0) and target, so
+variations of other data never share a name: ``gaits:biped#gait_0``, ``gaits:biped+seed=1@PATH#gait_0``.
+A clip reached through several specs is loaded once.
+
 Every clip is resampled to a common frame rate (slerp between keys) and encoded as canonical 6D poses
 (:class:`posespace.PoseRig`). Clips of the same skeleton (same signature) share one :class:`RigPoses`.
 """
@@ -241,6 +245,19 @@ def load_clips(spec: str | ClipSpec) -> tuple[Rig, dict[str, Motion]]:
     return rig, clips
 
 
+def _clip_origin(spec: ClipSpec) -> str:
+    """The ``source`` of the ``"source#clip"`` names of ``spec``'s clips: everything that changes a clip's data.
+
+    That is the source, and for ``gaits:`` sources a seed other than 0 and the target skeleton:
+    ``gaits:biped+seed=1@131_01.bvh`` (the default ``gaits:biped`` keeps its plain name). The count is left out:
+    variation ``k`` is the same draw whatever the count, so ``gaits:biped*2`` and ``gaits:biped*8`` share
+    ``gait_0`` and ``gait_1`` (loaded once).
+    """
+    if not spec.source.startswith(GAIT_PREFIX):
+        return spec.source
+    return spec.source + (f"+seed={spec.seed}" if spec.seed else "") + (f"@{spec.target}" if spec.target else "")
+
+
 def _clip_matches(full_name: str, name: str) -> bool:
     """Whether ``name`` names the clip ``full_name`` (``"source#clip"``): the full name or the clip name."""
     return name == full_name or full_name.endswith("#" + name)
@@ -287,6 +304,9 @@ class PoseSet:
     def from_specs(cls, specs: Iterable[str | ClipSpec], fps: float = 60.0) -> PoseSet:
         """Loads every spec, resamples its clips to ``fps`` and groups them by skeleton.
 
+        Clips are named ``"source#clip"`` (module docstring); one named so already is skipped with a warning (the
+        same file twice, or ``gaits:NAME*2`` beside ``gaits:NAME*8``, which share ``gait_0`` and ``gait_1``).
+
         Raises:
             usd_io.InputError: a spec whose source holds no clip (e.g. a BVH with ``Frames: 0``, a stage without a
                 SkelAnimation): the message names the source; it is not skipped, even beside good data.
@@ -295,19 +315,20 @@ class PoseSet:
         from usd_io import InputError
 
         out = cls()
-        seen: set[tuple[str, str]] = set()
+        seen: set[str] = set()
         for spec in specs:
             spec = parse_clip_spec(spec)
             rig, clips = load_clips(spec)
             if not clips:
                 raise InputError(spec.source, "clips", "holds no clip (no frames of motion) to take poses from")
-            origin = str(dataclasses.replace(spec, clips=None))  # gaits: with their count and target
+            origin = _clip_origin(spec)
             for name, motion in clips.items():
-                if (origin, name) in seen:  # the same clip through two specs would count its poses twice
+                full = f"{origin}#{name}"
+                if full in seen:  # the same clip through two specs would count its poses twice
                     warnings.warn(f"{spec}: clip {name!r} was already loaded; using it once", stacklevel=2)
                     continue
-                seen.add((origin, name))
-                out.add(rig, motion, f"{spec.source}#{name}", fps)
+                seen.add(full)
+                out.add(rig, motion, full, fps)
         return out
 
     def add(self, rig: Rig | PoseRig, motion: Motion, name: str | None = None, fps: float | None = 60.0) -> None:

@@ -82,19 +82,11 @@ class CharacterFrame:
         self.symmetric = False
         self.left = _Y.copy()
         keys = [re.sub(r"[_.]?\d+$", "", n) for n in rig.joint_names]
-        index = {k: i for i, k in enumerate(keys)}
-        pairs = []
-        for i, k in enumerate(keys):
-            for pattern, repl in _SIDE_PATTERNS:
-                other = pattern.sub(repl, k, count=1)
-                if other != k and other in index and index[other] != i:
-                    pairs.append((i, index[other]))
-                    break
-        pos, _ = rig.rest_world_transforms()
         mirror = np.arange(count)
-        for i, j in pairs:
+        for i, j in _side_pairs(rig.joint_names, keys):
             mirror[i] = j
-        lefts = [(i, j) for i, j in pairs if mirror[j] == i and _LEFT_HINT.search(keys[i])]
+        pos, _ = rig.rest_world_transforms()
+        lefts = [(i, int(j)) for i, j in enumerate(mirror) if j != i and mirror[j] == i and _LEFT_HINT.search(keys[i])]
         sep = [pos[i] - pos[j] for i, j in lefts if np.linalg.norm(pos[i] - pos[j]) > 1e-9]
         if not sep:
             self._finish()
@@ -117,6 +109,31 @@ class CharacterFrame:
         self.forward = np.cross(self.left, _UP)
         self.axes = np.stack([self.forward, self.left, _UP], axis=-1)
         self.reflection = np.eye(3) - 2.0 * np.outer(self.left, self.left)
+
+
+def _side_pairs(names: list[str], keys: list[str]) -> list[tuple[int, int]]:
+    """(joint, its other-side joint) pairs by name: the full names first (``LeftHandIndex2`` <-> ``RightHandIndex2``),
+    then, for joints whose full name has no counterpart, their names without a numeric suffix (``keys``: Fox's
+    ``b_LeftLeg01_015`` <-> ``b_RightLeg01_019``), only where that key names one such joint on each side (several
+    would collapse onto one partner)."""
+
+    def match(i: int, name: str, index: dict[str, int]) -> tuple[int, int] | None:
+        for pattern, repl in _SIDE_PATTERNS:
+            other = pattern.sub(repl, name, count=1)
+            if other != name and other in index and index[other] != i:
+                return i, index[other]
+        return None
+
+    full = {n: i for i, n in enumerate(names)}
+    pairs = [p for i, n in enumerate(names) if (p := match(i, n, full))]
+    paired = {i for p in pairs for i in p}
+    groups: dict[str, list[int]] = {}
+    for i, k in enumerate(keys):
+        if i not in paired:
+            groups.setdefault(k, []).append(i)
+    unique = {k: g[0] for k, g in groups.items() if len(g) == 1}
+    pairs += [p for k, i in unique.items() if (p := match(i, k, unique))]
+    return sorted(pairs)
 
 
 def character_frame(rig: Rig) -> CharacterFrame:

@@ -234,3 +234,73 @@ def test_near_cancelling_children_keep_the_incoming_bone_axis():
     world, _ = canonical_frames(_chest_rig(0.1))  # the left arm ~27 deg forward: the arms no longer cancel
     axis = quat_rotate(world[2], x)
     assert axis[0] > 0.9 and abs(axis[2]) < 1e-9
+
+
+def _with_joints(rig, extra):
+    """``rig`` (identity rest rotations) plus joints ``(name, parent name, world rest position)``."""
+    names, parents = list(rig.joint_names), list(rig.parents)
+    pos, _ = rig.rest_world_transforms()
+    pos = list(pos)
+    for name, parent, p in extra:
+        names.append(name)
+        parents.append(names.index(parent))
+        pos.append(np.array(p, dtype=float))
+    pos = np.array(pos)
+    trans = np.array([pos[j] - (pos[p] if p >= 0 else 0.0) for j, p in enumerate(parents)])
+    return sim.Rig(names, parents, trans, np.tile([0.0, 0.0, 0.0, 1.0], (len(names), 1)), name=rig.name)
+
+
+def _finger_chains(rig):
+    """The stick with a Mixamo-style three-joint index finger per hand (``LeftHandIndex1..3``)."""
+    extra = []
+    for side, hand, y in (("Left", "left_hand", 0.2), ("Right", "right_hand", -0.2)):
+        parent = hand
+        for k, z in enumerate((0.85, 0.82, 0.79), start=1):
+            extra.append((f"{side}HandIndex{k}", parent, (0.02, y, z)))
+            parent = f"{side}HandIndex{k}"
+    return _with_joints(rig, extra)
+
+
+def test_numbered_chains_pair_by_full_name(make_stick):
+    # numbered chains used to collapse onto one key once their digits were stripped (every LeftHandIndex* paired
+    # with RightHandIndex3): the map was no involution and the whole rig was declared not symmetric
+    rig = _finger_chains(make_stick())
+    frame = PoseRig(rig).frame
+    assert frame.symmetric
+    np.testing.assert_allclose(frame.left, [0.0, 1.0, 0.0], atol=EXACT)
+    names = rig.joint_names
+    for k in (1, 2, 3):
+        assert names[frame.mirror[names.index(f"LeftHandIndex{k}")]] == f"RightHandIndex{k}"
+        assert names[frame.mirror[names.index(f"RightHandIndex{k}")]] == f"LeftHandIndex{k}"
+    np.testing.assert_array_equal(frame.mirror[frame.mirror], np.arange(rig.joint_count))
+
+
+def test_features_of_numbered_chains_do_not_depend_on_facing(make_stick):
+    rig = _finger_chains(make_stick())
+    rot = rig.rest_rotations.copy()
+    rot[0] = quat_multiply(axis_angle_to_quat(np.array([0.0, 0.0, np.pi / 2])), rot[0])  # the rig turned 90 deg
+    turned = sim.Rig(rig.joint_names, rig.parents, rig.rest_translations, rot, name="turned")
+    a, b = PoseRig(rig), PoseRig(turned)
+    assert b.frame.symmetric
+    np.testing.assert_allclose(b.frame.left, [-1.0, 0.0, 0.0], atol=EXACT)
+    np.testing.assert_allclose(a.features, b.features, atol=1e-6)
+
+
+def test_numeric_suffixes_pair_only_where_unambiguous(make_stick):
+    from posespace.skeleton import _side_pairs
+
+    # Fox-style: the numeric suffix differs between the sides, so the names pair without it
+    rig = make_stick()
+    renamed = [f"{n}_{10 + j:03d}" if n.startswith(("left_", "right_")) else n for j, n in enumerate(rig.joint_names)]
+    fox_like = sim.Rig(renamed, rig.parents, rig.rest_translations, rig.rest_rotations)
+    frame = PoseRig(fox_like).frame
+    assert frame.symmetric
+    np.testing.assert_array_equal(frame.mirror, PoseRig(rig).frame.mirror)
+    # a suffix-less key shared by several joints of a side pairs none of them (they would collapse onto one)
+    names = ["root", "left_toe_1", "left_toe_2", "right_toe_7", "right_toe_8", "left_heel_3", "right_heel_4"]
+    keys = ["root", "left_toe", "left_toe", "right_toe", "right_toe", "left_heel", "right_heel"]
+    assert _side_pairs(names, keys) == [(5, 6), (6, 5)]
+    # a full-name pair wins over the suffix-less key
+    names = ["root", "LeftArm1", "LeftArm", "RightArm1", "RightArm_2"]
+    keys = ["root", "LeftArm", "LeftArm", "RightArm", "RightArm"]
+    assert _side_pairs(names, keys) == [(1, 3), (2, 4), (3, 1), (4, 2)]
