@@ -138,15 +138,16 @@ def facing_weights(xy: torch.Tensor, topo: MeshTopology, valid: torch.Tensor, se
     The facing ``phi`` of a triangle is its signed screen area normalized by its squared edge lengths (an
     equilateral triangle seen head-on has 0.29) over ``settings.facing_ramp``, clamped to [0, 1] and smoothed
     (``t^2 (3 - 2 t)``); it is positive for triangles facing the camera (counter-clockwise from outside; y points
-    down). Without culling every non-degenerate triangle weighs 1.
+    down). Without culling the same ramp applies to the unsigned area, so both sides face the camera and fade out
+    alike as they turn edge-on (the image stays continuous there too).
 
     Args:
         xy: screen positions [px], shape (N, V, 2).
         valid: triangles to keep, shape (N, T).
 
     Returns:
-        Weights in [0, 1], shape (N, T); 0 for invalid, degenerate (:data:`MIN_RELATIVE_AREA`) or (with culling)
-        back-facing and edge-on (:data:`MIN_FACING_WEIGHT`) triangles.
+        Weights in [0, 1], shape (N, T); 0 for invalid, degenerate (:data:`MIN_RELATIVE_AREA`), edge-on
+        (:data:`MIN_FACING_WEIGHT`) or (with culling) back-facing triangles.
     """
     tri_xy = xy[:, topo.triangles]  # (N, T, 3, 2)
     e0 = tri_xy[:, :, 1] - tri_xy[:, :, 0]
@@ -155,12 +156,12 @@ def facing_weights(xy: torch.Tensor, topo: MeshTopology, valid: torch.Tensor, se
     area = e0[..., 0] * (-e2[..., 1]) - e0[..., 1] * (-e2[..., 0])
     norm = ((e0 * e0).sum(-1) + (e1 * e1).sum(-1) + (e2 * e2).sum(-1)).clamp_min(1e-12)
     keep = valid & (area.abs() > MIN_RELATIVE_AREA * norm)
-    if settings.cull_backfaces:
-        t = (-area / norm / settings.facing_ramp).clamp(0.0, 1.0)
-        f = t * t * (3.0 - 2.0 * t)
-        keep = keep & (f >= MIN_FACING_WEIGHT)
-    else:
-        f = torch.ones_like(area)
+    # culling fades back faces out by the signed area; without it both sides fade alike as they turn edge-on, so
+    # a triangle never pops out at MIN_RELATIVE_AREA while still drawing a soft line
+    facing = -area if settings.cull_backfaces else area.abs()
+    t = (facing / norm / settings.facing_ramp).clamp(0.0, 1.0)
+    f = t * t * (3.0 - 2.0 * t)
+    keep = keep & (f >= MIN_FACING_WEIGHT)
     return torch.where(keep, f, torch.zeros_like(f))
 
 

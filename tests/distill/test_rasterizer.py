@@ -9,7 +9,7 @@ import torch
 
 from distill import MeshTopology, RasterOutput, RasterSettings, rasterize
 from distill._reference import rasterize_reference
-from distill.rasterizer import MIN_GAMMA
+from distill.rasterizer import MIN_GAMMA, facing_weights
 
 FWD_TOL = 2e-6  # float32 Warp vs float64 reference, values in [0, 1]
 GRAD_RTOL = 2e-4  # float32 adjoint vs float64 autograd, relative to the largest gradient
@@ -148,7 +148,7 @@ def test_backfaces_are_culled_and_front_faces_kept():
     both = rasterize(v[:1].float(), c[:1].float(), flipped, H, W, RasterSettings(sigma=0.05, cull_backfaces=False))
     assert front.alpha.sum() > 50
     assert back.alpha.sum() == 0, "inverted winding: the camera sees only back faces"
-    np.testing.assert_allclose(both.alpha, front.alpha, atol=0.02)  # equal up to the facing fade of tilted faces
+    np.testing.assert_allclose(both.alpha, front.alpha, atol=FWD_TOL)  # tilted faces fade alike on either side
 
 
 def test_empty_and_offscreen_images_are_zero_and_differentiable():
@@ -196,6 +196,65 @@ def test_edge_on_triangle_gives_finite_gradients(cull, winding):
     g_verts, g_colors = torch.autograd.grad(loss, (verts, colors))
     assert torch.isfinite(g_verts).all() and torch.isfinite(g_colors).all()
     assert torch.isfinite(out.alpha).all() and out.alpha.max() < 1e-3  # a line of zero width covers nothing
+
+
+# -- without culling, a triangle turning edge-on fades out (symmetric facing ramp) instead of popping out --------------
+
+NO_CULL = RasterSettings(cull_backfaces=False)
+
+
+def _sliver(heights, winding=(0, 1, 2)) -> torch.Tensor:
+    """One 16 px wide triangle per image across a 16 x 16 image, its apex ``heights`` [px] off its base (N, 3, 3)."""
+    h = torch.as_tensor(heights, dtype=torch.float32)
+    v = torch.tensor([[0.5, 8.0, 0.5], [16.5, 8.0, 0.5], [8.0, 8.0, 0.5]]).repeat(len(h), 1, 1)
+    v[:, 2, 1] += h
+    return v[:, list(winding)].contiguous()
+
+
+@pytest.mark.parametrize("winding", [(0, 1, 2), (0, 2, 1)])
+def test_sliver_fades_out_continuously_without_culling(winding):
+    """Weight 1 down to the degenerate-area drop (MIN_RELATIVE_AREA) made a sliver that still drew a soft line
+    (alpha sum ~35) vanish in one step; now its alpha sum falls continuously to 0 as its area does."""
+    norm = 16.0**2 + 2 * 8.0**2  # summed squared edge lengths as the apex height -> 0
+    rel = torch.cat([torch.zeros(1), torch.logspace(-7, -3, 41), torch.linspace(1e-3, 0.08, 80)[1:]])  # area / norm
+    heights = rel * norm / 16.0
+    out = rasterize(_sliver(heights, winding), torch.ones(len(rel), 3, 3), MeshTopology([[0, 1, 2]]), 16, 16, NO_CULL)
+    total = out.alpha.sum((1, 2)).double()
+    assert torch.isfinite(total).all()
+    full = total[-1].item()
+    assert full > 30, "head-on enough, the sliver is fully weighted"
+    assert total[0] == 0 and total[1] == 0, "an edge-on sliver covers nothing"
+    steps = total.diff()
+    assert steps.min() > -1e-4 * full, "coverage grows with area"
+    assert steps.max() < 0.05 * full, f"alpha sum jumps by {steps.max():.3g} of {full:.3g} between neighbouring areas"
+    near_drop = (rel > 0.5e-5) & (rel < 2e-5)  # the old degenerate-area threshold (1e-5) and either side of it
+    assert total[near_drop].max() < 1e-3 * full
+
+
+@pytest.mark.parametrize("winding", [(0, 1, 2), (0, 2, 1)])
+def test_partly_faded_triangle_without_culling_matches_finite_differences(winding):
+    """A thin triangle halfway down the facing ramp: the gradient of its weight (through |area|) is right on either
+    side."""
+    v = torch.tensor([[[3.3, 9.1, 0.4], [17.6, 8.7, 0.6], [10.2, 9.45, 0.5]]])[:, list(winding)].contiguous()
+    c = torch.rand(1, 3, 3, generator=torch.Generator().manual_seed(5))
+    topo = MeshTopology([[0, 1, 2]])
+    f = facing_weights(v[..., :2], topo, torch.ones(1, 1, dtype=torch.bool), NO_CULL).item()
+    assert 0.2 < f < 0.8, f"weight {f}: the triangle should be partly faded"
+    g = torch.Generator().manual_seed(6)
+    up = [torch.randn(shape, generator=g) for shape in ((1, 20, 20, 3), (1, 20, 20), (1, 20, 20))]
+    vw = v.clone().requires_grad_()
+    _weighted_sum(rasterize(vw, c, topo, 20, 20, NO_CULL), up).backward()
+
+    def loss(vv):
+        return _weighted_sum(rasterize(vv, c, topo, 20, 20, NO_CULL), up).double().item()
+
+    scale = vw.grad.abs().max().item()
+    for idx in [(0, 0, 0), (0, 0, 1), (0, 1, 1), (0, 2, 0), (0, 2, 1), (0, 1, 2)]:
+        vp, vm = v.clone(), v.clone()
+        vp[idx] += FD_STEP_F32
+        vm[idx] -= FD_STEP_F32
+        fd = (loss(vp) - loss(vm)) / (2 * FD_STEP_F32)
+        np.testing.assert_allclose(vw.grad[idx].item(), fd, atol=FD_TOL_F32 * scale, err_msg=str(idx))
 
 
 # -- depth softmax shift: per pixel, so no surface underflows next to a much nearer one --------------------------------
