@@ -19,12 +19,24 @@ Definitions (all per frame unless stated):
 * ``airborne``: no point within the contact band.
 * ``floating``: airborne frames that no ballistic flight explains: frames of an airborne stretch longer than
   ``max_flight_time_s``, or of a stretch of at least ``hover_time_s`` in which the lowest point barely moves
-  (speed below the sliding threshold: a body in free flight cannot hold still in the air).
+  (a body in free flight cannot hold still in the air). A sample is *still* when the lowest point's speed over
+  each step it starts or ends (one-step differences to its neighbours) is below the sliding threshold: the
+  central difference across a jump's apex, which averages the rise and the fall to zero, called the apex of a
+  keyframed hop (keys at take-off, apex and landing) a hover.
 * foot skate: a point in contact at both ends of a step *slides* when its horizontal speed relative to the
   ground exceeds ``skate_speed_rel * size`` per second (the ground is static, or moves like a treadmill under
-  in-place locomotion loops: ``ContactConfig.ground_motion``). ``skate_ratio`` is the share of such in-contact
-  point-steps;
-  the summary ``foot_skate_ratio`` pools all steps (the share of in-contact vertex-frames sliding).
+  in-place locomotion loops: ``ContactConfig.ground_motion``) **and** its part (``labels``: the points that
+  move together, e.g. the vertices of one joint) has no in-contact point slower than that in the step: the
+  part's slowest in-contact point slides too. A part rolling over the ground (a heel lifting about the toes)
+  pivots about a resting point, while its points higher in the contact band move at their height times the
+  angular speed (a 1.7 cm band at 8 rad/s: 0.14 m/s, above the 0.085 m/s threshold of a 1.7 m human); a
+  sliding part moves everywhere. Without ``labels`` each point is judged on its own (no pivot can be told from
+  a slide without knowing which points move together), so rolling counts as sliding there. ``skate_ratio`` is
+  the sliding share of the step's in-contact points; the summary ``foot_skate_ratio`` pools all steps (the
+  share of in-contact vertex-frames sliding).
+* contact slides (:class:`ContactSlide`): per part and contact phase, the net displacement of its in-contact
+  points and the path length they slide (the integral of the speed of their median velocity: sliding back and
+  forth adds up there, not in the net displacement).
 * treadmill (``ground_motion="auto"``): the ground velocity ``g`` is the median horizontal velocity of the
   in-contact points, the body velocity ``b`` the net horizontal displacement over the clip of the centroid of the
   points that never touch the ground (all points if every one does), divided by its duration. An in-place loop
@@ -157,8 +169,11 @@ class ContactSlide:
         start: first frame of the phase (its points touch from frame ``start`` on).
         stop: one past the last frame of the phase.
         distance_m: net horizontal displacement of the part's contact points relative to the ground over the
-            phase (the integral of their median velocity) [m].
+            phase (the norm of the integral of their median velocity) [m].
         duration_s: phase duration [s].
+        path_m: horizontal path length they slide over the phase (the integral of the speed of their median
+            velocity; at least ``distance_m``): a foot sliding +-4 cm three times a second for 2 s slides ~0.9 m
+            with no net displacement [m].
     """
 
     part: int
@@ -166,6 +181,7 @@ class ContactSlide:
     stop: int
     distance_m: float
     duration_s: float
+    path_m: float = 0.0
 
 
 @dataclass
@@ -190,7 +206,8 @@ class GroundContactMetrics:
         floating: airborne and not explained by a ballistic flight (module docstring), shape (F,).
         floating_height: clearance on floating frames, 0 elsewhere [m], shape (F,).
         skate_contact_count: points in contact at both ends of the step ``f-1 -> f``, shape (F,).
-        skate_sliding_count: of those, points sliding faster than the threshold, shape (F,).
+        skate_sliding_count: of those, points sliding (faster than the threshold, and so is their part's slowest
+            in-contact point: module docstring), shape (F,).
         skate_ratio: sliding / in-contact points of the step (0 without contact), shape (F,).
         skate_speed_max: fastest horizontal speed of an in-contact point [m/s] (NaN without contact), shape (F,).
         skate_speed_mean: mean horizontal speed of in-contact points [m/s] (NaN without contact), shape (F,).
@@ -199,7 +216,11 @@ class GroundContactMetrics:
             [m/s] (NaN when the part has none), shape (F, P, 3).
         part_skate_speed: norm of ``part_skate_velocity`` [m/s], shape (F, P).
         part_contact_count: in-contact points per part and step, shape (F, P).
-        slides: every contact phase of every part with its net slide (:class:`ContactSlide`), in part order.
+        part_slip_speed: horizontal speed (relative to the ground) of each part's slowest in-contact point
+            [m/s] (NaN when the part has none), shape (F, P): the part slides in the step when it exceeds the
+            threshold (0 for a part rolling about a resting point).
+        slides: every contact phase of every part with its net slide and slide path (:class:`ContactSlide`), in
+            part order.
         max_penetration_m: max over frames of ``penetration_max`` [m].
         mean_penetration_m: mean over frames of ``penetration_max`` [m].
         max_floating_m: max of ``floating_height`` [m].
@@ -207,7 +228,8 @@ class GroundContactMetrics:
         foot_skate_ratio: sliding share of all in-contact point-steps (0 when nothing touches).
         mean_skate_speed_mps: mean horizontal speed over all in-contact point-steps [m/s] (0 when none).
         max_skate_speed_mps: fastest in-contact horizontal speed [m/s] (0 when none).
-        max_slide_m: longest net slide of a contact phase [m] (0 when none).
+        max_slide_m: longest net slide of a contact phase (``ContactSlide.distance_m``) [m] (0 when none).
+        max_slide_path_m: longest slide path of a contact phase (``ContactSlide.path_m``) [m] (0 when none).
     """
 
     size: float
@@ -234,6 +256,7 @@ class GroundContactMetrics:
     part_skate_velocity: np.ndarray
     part_skate_speed: np.ndarray
     part_contact_count: np.ndarray
+    part_slip_speed: np.ndarray
     slides: list[ContactSlide]
     max_penetration_m: float = 0.0
     mean_penetration_m: float = 0.0
@@ -243,6 +266,7 @@ class GroundContactMetrics:
     mean_skate_speed_mps: float = 0.0
     max_skate_speed_mps: float = 0.0
     max_slide_m: float = 0.0
+    max_slide_path_m: float = 0.0
 
     def summary(self) -> dict[str, float]:
         """The scalar metrics by name (JSON-ready floats)."""
@@ -255,6 +279,7 @@ class GroundContactMetrics:
             "mean_skate_speed_mps",
             "max_skate_speed_mps",
             "max_slide_m",
+            "max_slide_path_m",
         )
         return {k: float(getattr(self, k)) for k in keys}
 
@@ -275,7 +300,9 @@ def ground_contact_metrics(
         times: sample times [s], shape (F,), or a frame rate [1/s] for uniform samples.
         config: ground plane and detection thresholds (default :class:`ContactConfig`).
         size: character size [m] the thresholds scale with; default :func:`character_size` of frame 0.
-        labels: part index per point (e.g. the dominant joint of each vertex), shape (N,); default: one part.
+        labels: part index per point (e.g. the dominant joint of each vertex), shape (N,): the points that move
+            together, whose slowest in-contact point tells a slide from a roll (module docstring). Default: one
+            part for the per-part arrays and slides, and each point judged on its own for sliding.
         label_count: number of parts P (default ``labels.max() + 1``).
 
     Returns:
@@ -300,6 +327,7 @@ def ground_contact_metrics(
         size = character_size(pts[0])
     if not size > 0:
         raise ValueError(f"size: must be positive, got {size}")
+    per_point = labels is None  # sliding judged point by point: no parts to pivot about
     if labels is None:
         labels = np.zeros(N, dtype=np.int64)
     labels = np.asarray(labels, dtype=np.int64)
@@ -344,27 +372,34 @@ def ground_contact_metrics(
                 vel = vel - ground_v
     speed = np.linalg.norm(vel, axis=-1)
     contact_speed = np.where(both, speed, np.nan)
-    sliding = both & (speed > v_slide)
     sk_count = both.sum(axis=1)
-    sk_slide = sliding.sum(axis=1)
     contact_vel = np.where(both[..., None], vel, np.nan)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: frames without contact
         sk_max = np.nanmax(contact_speed, axis=1)
         sk_mean = np.nanmean(contact_speed, axis=1)
         part_vel = np.full((F, P, 3), np.nan)
+        part_slip = np.full((F, P), np.nan)
         part_count = np.zeros((F, P), dtype=np.int64)
         part_pen = np.zeros((F, P))
         for p in np.unique(labels):
             m = labels == p
             part_vel[:, p] = np.nanmedian(contact_vel[:, m], axis=1)
+            part_slip[:, p] = np.nanmin(contact_speed[:, m], axis=1)
             part_count[:, p] = both[:, m].sum(axis=1)
             part_pen[:, p] = depth[:, m].max(axis=1)
+    # a point slides when it and its part's slowest in-contact point move faster than the threshold: a rolling
+    # part pivots about a resting point (NaN part speeds, steps without contact, compare False)
+    sliding = both & (speed > v_slide)
+    if not per_point:
+        sliding &= part_slip[:, labels] > v_slide
+    sk_slide = sliding.sum(axis=1)
     slides = []
     for p in np.flatnonzero(part_count.sum(axis=0)):
         for s0, s1 in frame_runs(part_count[:, p] > 0):
-            d = np.linalg.norm((part_vel[s0:s1, p] * dt[s0 - 1 : s1 - 1, None]).sum(axis=0))
-            slides.append(ContactSlide(int(p), s0 - 1, s1, float(d), float(t[s1 - 1] - t[s0 - 1])))
+            step = part_vel[s0:s1, p] * dt[s0 - 1 : s1 - 1, None]
+            path, net = np.linalg.norm(step, axis=-1).sum(), np.linalg.norm(step.sum(axis=0))
+            slides.append(ContactSlide(int(p), s0 - 1, s1, float(net), float(t[s1 - 1] - t[s0 - 1]), float(path)))
     sk_ratio = np.where(sk_count > 0, sk_slide / np.maximum(sk_count, 1), 0.0)
 
     floating = _floating_frames(pts, t, airborne, lowest_idx, v_slide, cfg)
@@ -395,6 +430,7 @@ def ground_contact_metrics(
         part_skate_velocity=part_vel,
         part_skate_speed=np.linalg.norm(part_vel, axis=-1),
         part_contact_count=part_count,
+        part_slip_speed=part_slip,
         slides=slides,
         max_penetration_m=float(pen_max.max()),
         mean_penetration_m=float(pen_max.mean()),
@@ -404,6 +440,7 @@ def ground_contact_metrics(
         mean_skate_speed_mps=float(np.nansum(contact_speed) / total_contact) if total_contact else 0.0,
         max_skate_speed_mps=float(np.nanmax(sk_max)) if total_contact else 0.0,
         max_slide_m=max((sl.distance_m for sl in slides), default=0.0),
+        max_slide_path_m=max((sl.path_m for sl in slides), default=0.0),
     )
 
 
@@ -451,14 +488,15 @@ def _floating_frames(
         if t1 - t0 > cfg.max_flight_time_s:
             floating[start:stop] = True
             continue
-        # hovering: the lowest point (its own trajectory) nearly still for hover_time_s or longer
+        # hovering: the lowest point (its own trajectory) nearly still for hover_time_s or longer; still over each
+        # step to and from its neighbours (a central difference averages an apex's rise and fall to zero)
         still = np.zeros(stop - start, dtype=bool)
         for k, f in enumerate(range(start, stop)):
             i = lowest_idx[f]
-            a, b = max(f - 1, 0), min(f + 1, F - 1)
-            if b == a:
-                continue
-            still[k] = np.linalg.norm(pts[b, i] - pts[a, i]) / (t[b] - t[a]) < v_still
+            steps = [(a, b) for a, b in ((f - 1, f), (f, f + 1)) if a >= 0 and b < F]
+            still[k] = bool(steps) and all(
+                np.linalg.norm(pts[b, i] - pts[a, i]) / (t[b] - t[a]) < v_still for a, b in steps
+            )
         for s, e in frame_runs(still):
             ts = t[start + s - 1] if start + s > 0 else t[start + s]
             te = t[start + e] if start + e < F else t[start + e - 1]
@@ -510,29 +548,61 @@ def root_chain(parents) -> np.ndarray:
     return np.array(chain, dtype=np.int64)
 
 
-def jerk_magnitude(positions, times) -> np.ndarray:
-    """Norm of the third time derivative of point trajectories [m/s^3].
+def jerk_magnitude(positions, times, *, step: int = 1, min_span_s: float = 0.0) -> np.ndarray:
+    """Norm of the third time derivative of point trajectories [m/s^3], from third differences of the samples.
 
-    Uses three successive ``np.gradient`` passes (second-order differences that accept non-uniform times).
+    Each window of four samples ``i, i + step, i + 2 step, i + 3 step`` gives ``6 x[t_i, ..., t_{i+3 step}]`` (six
+    times the third divided difference: ``(x_3 - 3 x_2 + 3 x_1 - x_0) / dt^3`` on uniform samples), exact on
+    cubics, uniform or not. Unlike three ``np.gradient`` passes (central differences, zero gain at the Nyquist
+    frequency) it sees frame-to-frame jitter: an alternation ``+-a`` reads ``8 a / dt^3``, a one-sample pop of
+    ``a`` ``3 a / dt^3``, a step (teleport) of ``a`` ``2 a / dt^3``.
+
+    A frame reads the largest window whose middle interval (samples ``i + step`` to ``i + 2 step``) contains it;
+    the first and last ``step`` frames, in no window's middle, read the window nearest them.
 
     Args:
         positions: trajectories [m], shape (F, N, 3).
         times: sample times [s] (F,) or a frame rate [1/s].
+        step: samples between the window's samples (``step = 2`` on 60 fps samples: the jerk at 30 fps, of every
+            sampling phase of the decimation at once).
+        min_span_s: windows spanning less time (``t_{i+3 step} - t_i``) are measured as if they spanned this
+            [s]: the value is scaled by ``(span / min_span_s)^3``, so that samples denser than ``3 / min_span_s``
+            per second read frame-to-frame changes as jerk at that rate (the jerk of noise grows as fps^3); 0
+            leaves every window as it is.
 
     Returns:
-        Jerk magnitude per frame and point, shape (F, N); zeros when F < 4.
+        Jerk magnitude per frame and point, shape (F, N); zeros when F < 3 step + 1.
     """
     pos = np.asarray(positions, dtype=np.float64)
     if pos.ndim != 3 or pos.shape[2] != 3:
         raise ValueError(f"positions: expected shape (F, N, 3), got {pos.shape}")
+    if isinstance(step, bool) or not isinstance(step, int | np.integer) or step < 1:
+        raise ValueError(f"step: must be an integer >= 1, got {step!r}")
+    if not (np.isfinite(min_span_s) and min_span_s >= 0):
+        raise ValueError(f"min_span_s: must be a finite number >= 0, got {min_span_s!r}")
     F = pos.shape[0]
     t = _times(times, F)
-    if F < 4:
+    step = int(step)
+    W = F - 3 * step  # windows
+    if W < 1:
         return np.zeros(pos.shape[:2])
-    d = pos
-    for _ in range(3):
-        d = np.gradient(d, t, axis=0)
-    return np.linalg.norm(d, axis=-1)
+    x = [pos[k * step : k * step + W] for k in range(4)]
+    ts = [t[k * step : k * step + W, None, None] for k in range(4)]
+    d1 = [(x[k + 1] - x[k]) / (ts[k + 1] - ts[k]) for k in range(3)]
+    d2 = [(d1[k + 1] - d1[k]) / (ts[k + 2] - ts[k]) for k in range(2)]
+    d3 = 6.0 * (d2[1] - d2[0]) / (ts[3] - ts[0])
+    jerk = np.linalg.norm(d3, axis=-1)  # (W, N)
+    if min_span_s > 0:
+        span = t[3 * step : 3 * step + W] - t[:W]
+        jerk *= np.minimum(span / min_span_s, 1.0)[:, None] ** 3
+    # frame f lies in the middle of windows f - 2 step .. f - step (clamped to the windows that exist)
+    f = np.arange(F)
+    lo = np.clip(f - 2 * step, 0, W - 1)
+    hi = np.clip(f - step, 0, W - 1)
+    out = jerk[lo]
+    for o in range(1, step + 1):
+        out = np.maximum(out, jerk[np.minimum(lo + o, hi)])
+    return out
 
 
 def rotation_vectors(quats) -> np.ndarray:
@@ -631,11 +701,18 @@ def joint_limits_from_motions(
     rotations: Sequence[np.ndarray],
     margin_deg: float = 20.0,
     quantile: float = 0.0,
+    min_tail: int | Sequence[int] = 0,
+    max_quantile: float = 0.11,
 ) -> JointLimits:
     """Data-derived limits: the range of each joint's rest-relative rotation vector over sample motions.
 
-    Each motion's range (robust when ``quantile`` > 0) is taken on its own and the limits are their envelope,
-    so a short clip with extreme poses is not outvoted by a long one. The rotation vectors are unwrapped next to
+    Each motion's range (robust when ``quantile`` > 0 or ``min_tail`` > 0) is taken on its own and the limits are
+    their envelope, so a short clip with extreme poses is not outvoted by a long one. A robust range leaves out
+    the extreme samples of each component at each end: ``quantile`` of them, and at least ``min_tail`` (up to
+    ``max_quantile`` of them). With the quantile alone a short clip leaves out a frame or two, and a glitch of a
+    few frames (a leg turned 100 deg for 5 of 49 frames) drags the range it is then measured against; the cap
+    keeps a short loop's brief extreme poses (the Fox's forepaws flick for 2-3 of the Walk's 18 frames) in its
+    range. The rotation vectors are unwrapped next to
     the motions' mean rest-relative rotation (each motion's sign-aligned mean quaternion, the motions weighted
     equally), which the limits keep as ``center`` (see :class:`JointLimits`): a joint posed near 180 deg from rest
     gets one contiguous range instead of two ends at +-pi.
@@ -646,6 +723,10 @@ def joint_limits_from_motions(
         margin_deg: widening on both sides [deg].
         quantile: robust range: use each motion's ``quantile`` and ``1 - quantile`` quantiles instead of its
             min and max.
+        min_tail: robust range: samples left out at each end at least (an int, or one per motion): a motion
+            of F samples uses the quantile ``max(quantile, min(min_tail / (F - 1), max_quantile))`` (with
+            ``min_tail / (F - 1)``: its ``min_tail + 1``-th smallest and largest samples).
+        max_quantile: the most ``min_tail`` raises the quantile to, in [0, 0.5).
 
     Returns:
         Limits on each joint's rotation vector.
@@ -654,18 +735,29 @@ def joint_limits_from_motions(
         raise ValueError("rotations: need at least one motion to derive limits from")
     if not 0.0 <= quantile < 0.5:
         raise ValueError(f"quantile must lie in [0, 0.5), got {quantile}")
+    if not 0.0 <= max_quantile < 0.5:
+        raise ValueError(f"max_quantile must lie in [0, 0.5), got {max_quantile}")
+    tails = np.broadcast_to(np.asarray(min_tail), (len(rotations),))
+    if not (np.issubdtype(tails.dtype, np.integer) and np.all(tails >= 0)):
+        raise ValueError(f"min_tail must be integers >= 0 (one, or one per motion), got {min_tail!r}")
     relative = [_rest_relative_quats(rest_rotations, r) for r in rotations]
     clip_means = np.stack([_mean_rotation(r)[0] for r in relative])
     mean, norm = _mean_rotation(clip_means)
     # rotations spread over every orientation have no meaningful mean: unwrap next to rest then
     center = np.where(norm[:, None] > 1e-6, rotation_vectors(mean), 0.0)
     lows, highs = [], []
-    for r in relative:
+    for r, tail in zip(relative, tails):
         rv = rotation_vectors_near(rotation_vectors(r), center)
-        lows.append(np.quantile(rv, quantile, axis=0) if quantile else rv.min(axis=0))
-        highs.append(np.quantile(rv, 1 - quantile, axis=0) if quantile else rv.max(axis=0))
+        q = quantile
+        if tail > 0 and len(rv) > 1:
+            q = max(q, min(int(tail) / (len(rv) - 1), max_quantile))
+        lows.append(np.quantile(rv, q, axis=0) if q else rv.min(axis=0))
+        highs.append(np.quantile(rv, 1 - q, axis=0) if q else rv.max(axis=0))
     m = np.deg2rad(margin_deg)
     src = f"derived from {len(rotations)} clip(s), quantile {quantile:g}, margin {margin_deg:g} deg"
+    if np.any(tails > 0):
+        counts = sorted(set(tails.tolist()))
+        src += f", at least {'/'.join(map(str, counts))} frame(s) (at most {max_quantile:g}) left out at each end"
     return JointLimits(np.min(lows, axis=0) - m, np.max(highs, axis=0) + m, src, center)
 
 

@@ -21,13 +21,12 @@ from pathlib import Path
 import numpy as np
 
 from sim import Motion, Rig
-from sim.audit import AuditConfig, AuditReport, audit_motion, frame_ranges
+from sim.audit import AuditConfig, AuditReport, audit_motion, derived_joint_limits, frame_ranges
 from sim.audit.checks import contact_points
 from sim.contact_metrics import (
     GroundContactMetrics,
     JointLimits,
     ground_contact_metrics,
-    joint_limits_from_motions,
 )
 from sim.mesh_intersection import MeshSelfIntersection, SelfIntersectionMetrics, face_labels
 
@@ -67,10 +66,7 @@ def audit_asset(
     cfg = AuditConfig.checked(config)
     motion = _clip(asset, clip)
     if limits is None:
-        rotations = [m.rotations for m in asset.clips.values()]
-        limits = joint_limits_from_motions(
-            asset.rig.rest_rotations, rotations, cfg.limit_margin_deg, cfg.limit_quantile
-        )
+        limits = derived_joint_limits(asset.rig, list(asset.clips.values()), cfg)
     return audit_motion(asset.rig, motion, cfg, limits=limits, source=asset.source)
 
 
@@ -238,7 +234,8 @@ def assert_no_foot_skate(
     clip: str | None = None,
     config: AuditConfig | None = None,
 ) -> GroundContactMetrics:
-    """Asserts that no body part slides further than ``max_slide_m`` over one ground-contact phase.
+    """Asserts that no body part slides further than ``max_slide_m`` over one ground-contact phase (net), nor
+    along a path longer than ``config.slide_path_rel`` x character size (sliding back and forth adds up).
 
     Args:
         source: a file path, an Asset, or a (rig, motion) pair.
@@ -258,16 +255,24 @@ def assert_no_foot_skate(
     g = ground_contact_metrics(cp.points, r.motion.times, cp.contact, size=cp.size, labels=cp.labels,
                                label_count=r.rig.joint_count)  # fmt: skip
     limit = cfg.slide_rel * cp.size if max_slide_m is None else max_slide_m
-    bad = sorted((s for s in g.slides if s.distance_m > limit), key=lambda s: -s.distance_m)
+    path_limit = cfg.slide_path_rel * cp.size
+    bad = sorted(
+        (s for s in g.slides if s.distance_m > limit or s.path_m > path_limit),
+        key=lambda s: -max(s.distance_m / max(limit, 1e-300), s.path_m / path_limit),
+    )
     if bad:
         t = g.times
         items = [
-            f"{r.rig.joint_names[s.part]!r} slides {s.distance_m:.4g} m over frames {s.start}-{s.stop - 1} "
-            f"({t[s.start]:.2f}-{t[s.stop - 1]:.2f} s)"
+            f"{r.rig.joint_names[s.part]!r} slides {s.distance_m:.4g} m net along a {s.path_m:.4g} m path over "
+            f"frames {s.start}-{s.stop - 1} ({t[s.start]:.2f}-{t[s.stop - 1]:.2f} s)"
             for s in bad[:5]
         ]
         more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
-        raise AssertionError(f"{r.label}: foot skate above {limit:.4g} m per contact: " + "; ".join(items) + more)
+        raise AssertionError(
+            f"{r.label}: foot skate above {limit:.4g} m net or {path_limit:.4g} m of path per contact: "
+            + "; ".join(items)
+            + more
+        )
     return g
 
 

@@ -10,7 +10,7 @@ the procedural biped/quadruped walks and idles against clips made bad on purpose
 :mod:`sim.audit.config`.
 """
 
-from .checks import CHECK_NAMES, audit_motion, frame_ranges
+from .checks import CHECK_NAMES, audit_motion, derived_joint_limits, frame_ranges
 from .config import AuditConfig
 from .report import AUDIT_SCHEMA, AuditReport, CheckResult, FrameRange
 
@@ -22,6 +22,7 @@ __all__ = [
     "CheckResult",
     "FrameRange",
     "audit_motion",
+    "derived_joint_limits",
     "frame_ranges",
     "plot_timeline",
     "plot_worst_frame",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -26,7 +28,7 @@ from ..rig import Rig, RigError
 from .config import AuditConfig, _type_error
 from .report import AuditReport, CheckResult, FrameRange
 
-__all__ = ["CHECK_NAMES", "ContactPoints", "audit_motion", "contact_points", "frame_ranges"]
+__all__ = ["CHECK_NAMES", "ContactPoints", "audit_motion", "contact_points", "derived_joint_limits", "frame_ranges"]
 
 CHECK_NAMES = (
     "ground_penetration",
@@ -38,12 +40,6 @@ CHECK_NAMES = (
     "jitter",
 )
 """The checks, in report order."""
-
-JERK_EDGE_FRAMES = 3
-"""Frames at each end of a clip without a jerk value: each of the three ``np.gradient`` passes of
-:func:`sim.contact_metrics.jerk_magnitude` takes one-sided differences at the ends, so the end error of one pass
-reaches one frame further into the next: frames 0-2 (and the last three) are not third derivatives (on a constant
-acceleration ``a``, where the jerk is 0, they read ``a * fps / 4``, ``a * fps / 4`` and ``a * fps / 8``)."""
 
 
 def frame_ranges(mask: np.ndarray, times: np.ndarray) -> list[FrameRange]:
@@ -110,6 +106,22 @@ def contact_points(rig: Rig, motion: Motion, config: AuditConfig | None = None, 
     return ContactPoints(points, joints, labels, size, mesh, contact)
 
 
+def derived_joint_limits(rig: Rig, motions: Sequence[Motion], config: AuditConfig | None = None) -> JointLimits:
+    """Joint limits the audit derives from clips of ``rig`` when none are given: each clip's robust range
+    (``limit_quantile``, leaving out at least ``limit_min_tail_s`` of its frames at each end, up to
+    ``limit_max_quantile``), their envelope, widened by ``limit_margin_deg``
+    (:func:`sim.contact_metrics.joint_limits_from_motions`)."""
+    cfg = AuditConfig.checked(config)
+    return joint_limits_from_motions(
+        rig.rest_rotations,
+        [m.rotations for m in motions],
+        cfg.limit_margin_deg,
+        cfg.limit_quantile,
+        min_tail=[cfg.limit_min_tail_frames(m) for m in motions],
+        max_quantile=cfg.limit_max_quantile,
+    )
+
+
 def audit_motion(
     rig: Rig,
     motion: Motion,
@@ -129,7 +141,9 @@ def audit_motion(
         motion: the clip (its joint count must match the rig).
         config: thresholds (default :class:`AuditConfig`).
         limits: joint limits (a :class:`sim.contact_metrics.JointLimits`, not the pose space's); None derives them
-            from the clip itself (robust range plus a margin, so only outlier frames such as flipped joints fail).
+            from the clip itself (robust range plus a margin, so only outlier frames such as flipped joints fail:
+            the range leaves out ``limit_quantile`` of the frames at each end and at least ``limit_min_tail_s``
+            of them, up to ``limit_max_quantile``, so that a glitch of a few frames cannot drag it).
         source: where the clip came from (for the report).
         device: Warp device.
 
@@ -150,8 +164,9 @@ def audit_motion(
     ground = ground_contact_metrics(points, t, contact_cfg, size=size, labels=labels, label_count=J)
     played = None
     if not motion.is_uniform():
-        # keyframed clips keep their key times, far apart where the curves are smooth: sustained penetration is
-        # timed on the clip as played, uniformly resampled at its frame rate
+        # keyframed clips keep their key times, far apart where the curves are smooth: sustained penetration,
+        # floating and foot skate are judged on the clip as played, uniformly resampled at its frame rate (the
+        # central difference across a hop's apex key was 0: a hover; a foot's path between keys is the played one)
         pm = motion.resample(motion.fps)
         pp = contact_points(rig, pm, cfg, device)
         played = ground_contact_metrics(pp.points, pm.times, contact_cfg, size=size, labels=labels, label_count=J)
@@ -159,8 +174,8 @@ def audit_motion(
     series: dict[str, np.ndarray] = {"times_s": t}
     checks = [
         _check_penetration(ground, t, motion.fps, cfg, names, series, played),
-        _check_floating(ground, t, names, series),
-        _check_skate(ground, t, cfg, names, series),
+        _check_floating(ground, t, motion.fps, names, series, played),
+        _check_skate(ground, t, motion.fps, cfg, names, series, played),
     ]
     si = None
     if mesh is not None:
@@ -173,13 +188,11 @@ def audit_motion(
         )
         series["self_intersection_length_m"] = np.zeros(F)
     if limits is None:
-        limits = joint_limits_from_motions(
-            rig.rest_rotations, [motion.rotations], cfg.limit_margin_deg, cfg.limit_quantile
-        )
+        limits = derived_joint_limits(rig, [motion], cfg)
     kin = kinematic_metrics(joints, t, rig.parents, rig.bone_lengths())
     checks.append(_check_limits(rig, motion, limits, t, cfg, series))
     checks.append(_check_bones(kin.bone_drift, size, t, cfg, names, series))
-    checks.append(_check_jitter(rig, motion, size, cfg, names, series, device))
+    checks.append(_check_jitter(joints, motion, size, cfg, names, series))
 
     metrics = {"ground": ground.summary(), "kinematic": kin.summary()}
     metrics["ground"]["ground_velocity_mps"] = float(np.linalg.norm(ground.ground_velocity))
@@ -318,81 +331,157 @@ def _check_penetration(
     )
 
 
-def _check_floating(ground: GroundContactMetrics, t, names, series) -> CheckResult:
-    h = ground.floating_height
+def _on_frames(values: np.ndarray, frame: np.ndarray, frame_count: int) -> np.ndarray:
+    """Per frame, the largest of the ``values`` (one per resampled sample) of the samples nearest it, 0 where none
+    is, shape (frame_count, ...)."""
+    out = np.zeros((frame_count, *values.shape[1:]))
+    np.maximum.at(out, frame, np.maximum(values, 0.0))
+    return out
+
+
+def _check_floating(
+    ground: GroundContactMetrics, t, fps, names, series, played: GroundContactMetrics | None = None
+) -> CheckResult:
+    """Fails floating frames (:func:`sim.contact_metrics.ground_contact_metrics`).
+
+    ``played``: for a keyframed clip, the ground metrics of the clip resampled at ``fps``: floating is judged on it
+    (keys far apart are no trajectory to time a flight or a hover on) and each resampled sample is reported on the
+    frame nearest in time.
+    """
+    src = ground if played is None else played
+    if played is None:
+        floating, h = ground.floating, ground.floating_height
+    else:
+        frame = _nearest(t, played.times)
+        floating = np.zeros(len(t), dtype=bool)
+        floating[frame[played.floating]] = True
+        h = _on_frames(played.floating_height, frame, len(t))
     series["floating_m"] = h
-    ranges = frame_ranges(ground.floating, t)
-    worst = int(h.argmax()) if ground.floating.any() else -1
-    if ground.floating.any():
+    ranges = frame_ranges(floating, t)
+    worst = int(h.argmax()) if floating.any() else -1
+    played_text = f"; keys resampled at {fps:g} fps" if played is not None else ""
+    if floating.any():
         msg = f"floating up to {_cm(h.max(), ground.size)} above the ground at {_ranges_text(ranges)} (whole body)"
     else:
-        airborne = int(ground.airborne.sum())
+        airborne = int(src.airborne.sum())
         msg = f"no floating ({airborne} airborne frames, all explained by ballistic flight)"
+    details = {"floating_ratio": src.floating_ratio, "airborne_frames": int(src.airborne.sum())}
+    if played is not None:
+        details["resampled_fps"] = float(fps)
     return CheckResult(
         "floating",
-        "fail" if ground.floating.any() else "pass",
+        "fail" if floating.any() else "pass",
         float(h.max()),
         ground.contact_height,
         "m",
-        msg,
+        msg + played_text,
         ranges,
-        ["whole body"] if ground.floating.any() else [],
+        ["whole body"] if floating.any() else [],
         worst,
         "floating_m",
-        {"floating_ratio": ground.floating_ratio, "airborne_frames": int(ground.airborne.sum())},
+        details,
     )
 
 
-def _check_skate(ground: GroundContactMetrics, t, cfg: AuditConfig, names, series) -> CheckResult:
+def _check_skate(
+    ground: GroundContactMetrics, t, fps, cfg: AuditConfig, names, series, played: GroundContactMetrics | None = None
+) -> CheckResult:
+    """Fails contact phases whose net slide exceeds ``slide_rel`` x size or whose slide path (sliding back and forth
+    adds up: :attr:`sim.contact_metrics.ContactSlide.path_m`) exceeds ``slide_path_rel`` x size, naming the frames
+    where the part moves.
+
+    The value is the most severe slide's net displacement or path, whichever is nearer its limit, and the threshold
+    that limit.
+
+    ``played``: for a keyframed clip, the ground metrics of the clip resampled at ``fps``: the slides are measured
+    on it and reported on the frames nearest in time.
+    """
     size = ground.size
-    speed = np.nan_to_num(np.nanmax(np.where(np.isnan(ground.part_skate_speed), -1, ground.part_skate_speed), 1))
-    series["skate_speed_mps"] = np.maximum(speed, 0.0)
-    limit = cfg.slide_rel * size
-    bad = [s for s in ground.slides if s.distance_m > limit]
-    fail = np.zeros(len(t), dtype=bool)
+    g = ground if played is None else played
+    frame = np.arange(len(t)) if played is None else _nearest(t, played.times)
+    speed = np.nan_to_num(np.nanmax(np.where(np.isnan(g.part_skate_speed), -1, g.part_skate_speed), 1))
+    series["skate_speed_mps"] = _on_frames(speed, frame, len(t))
+    net_limit, path_limit = cfg.slide_rel * size, cfg.slide_path_rel * size
+
+    def severity(sl) -> tuple[float, float, float]:
+        """(value / limit, value, limit) of the slide's more severe measure."""
+        net = (sl.distance_m / net_limit, sl.distance_m, net_limit)
+        return max(net, (sl.path_m / path_limit, sl.path_m, path_limit))
+
+    bad = [s for s in g.slides if severity(s)[0] > 1.0]
+    fail_g = np.zeros(len(g.times), dtype=bool)
     scores = np.zeros(len(names))
     for s in bad:
         # name the frames of the contact where the part actually moves, not the whole contact phase
-        moving = ground.part_skate_speed[s.start : s.stop, s.part] > ground.skate_speed_threshold
+        moving = g.part_skate_speed[s.start : s.stop, s.part] > g.skate_speed_threshold
         if moving.any():
-            fail[s.start : s.stop] |= moving
+            fail_g[s.start : s.stop] |= moving
         else:  # a slow creep that adds up over the contact: the whole contact is at fault
-            fail[s.start : s.stop] = True
-        scores[s.part] = max(scores[s.part], s.distance_m)
-    worst_slide = max(ground.slides, key=lambda s: s.distance_m, default=None)
-    value = worst_slide.distance_m if worst_slide else 0.0
+            fail_g[s.start : s.stop] = True
+        scores[s.part] = max(scores[s.part], severity(s)[0])
+    fail = np.zeros(len(t), dtype=bool)
+    fail[frame[fail_g]] = True
+    worst_slide = max(g.slides, key=lambda s: severity(s)[0], default=None)
+    _, value, limit = severity(worst_slide) if worst_slide else (0.0, 0.0, net_limit)
     worst = -1
     if worst_slide is not None:
-        seg = series["skate_speed_mps"][worst_slide.start : worst_slide.stop]
-        worst = worst_slide.start + int(np.argmax(seg))
+        seg = speed[worst_slide.start : worst_slide.stop]
+        worst = int(frame[worst_slide.start + int(np.argmax(seg))])
     ranges = frame_ranges(fail, t)
     parts = _parts(scores, names, cfg.max_parts)
-    where = f" ({names[worst_slide.part]}, frames {worst_slide.start}-{worst_slide.stop - 1})" if worst_slide else ""
-    if bad:
-        msg = f"feet slide up to {_cm(value, size)} in one contact{where}; fails at {_ranges_text(ranges)}"
-        msg += f" in {', '.join(parts)}"
+
+    def frames(sl) -> tuple[int, int]:
+        return int(frame[sl.start]), int(frame[sl.stop - 1]) + 1
+
+    where = ""
+    if worst_slide:
+        a, b = frames(worst_slide)
+        where = f" ({names[worst_slide.part]}, frames {a}-{b - 1})"
+        slide = f"{_cm(worst_slide.distance_m, size)} net, {_cm(worst_slide.path_m, size)} of path"
     else:
-        msg = f"longest slide in one contact {_cm(value, size)}{where}"
-    msg += f"; foot_skate_ratio {ground.foot_skate_ratio:.3f}"
+        slide = _cm(0.0, size)
+    limits = f"limits {net_limit:.4g} m net, {path_limit:.4g} m of path"
+    if bad:
+        msg = f"feet slide up to {slide} in one contact{where}; fails at {_ranges_text(ranges)}"
+        msg += f" in {', '.join(parts)} ({limits})"
+    else:
+        msg = f"longest slide in one contact {slide}{where}"
+    msg += f"; foot_skate_ratio {g.foot_skate_ratio:.3f}"
+    if played is not None:
+        msg += f"; keys resampled at {fps:g} fps"
+    details = {
+        "foot_skate_ratio": g.foot_skate_ratio,
+        "skate_speed_threshold_mps": g.skate_speed_threshold,
+        "ground_velocity_mps": g.ground_velocity.tolist(),
+        "net_threshold_m": net_limit,
+        "path_threshold_m": path_limit,
+        "max_slide_m": g.max_slide_m,
+        "max_slide_path_m": g.max_slide_path_m,
+        "slides": [
+            {
+                "part": names[s.part],
+                "start": frames(s)[0],
+                "stop": frames(s)[1],
+                "distance_m": s.distance_m,
+                "path_m": s.path_m,
+            }
+            for s in bad
+        ],
+    }
+    if played is not None:
+        details["resampled_fps"] = float(fps)
     return CheckResult(
         "foot_skate",
         "fail" if bad else "pass",
         float(value),
-        limit,
+        float(limit),
         "m",
         msg,
         ranges,
         parts,
         worst,
         "skate_speed_mps",
-        {
-            "foot_skate_ratio": ground.foot_skate_ratio,
-            "skate_speed_threshold_mps": ground.skate_speed_threshold,
-            "ground_velocity_mps": ground.ground_velocity.tolist(),
-            "slides": [
-                {"part": names[s.part], "start": s.start, "stop": s.stop, "distance_m": s.distance_m} for s in bad
-            ],
-        },
+        details,
     )
 
 
@@ -505,16 +594,51 @@ def _check_bones(drift: np.ndarray, size: float, t, cfg: AuditConfig, names, ser
     )
 
 
-def _check_jitter(rig: Rig, motion: Motion, size: float, cfg: AuditConfig, names, series, device) -> CheckResult:
+def jitter_jerk(joints: np.ndarray, motion: Motion, jitter_fps: float) -> tuple[np.ndarray, float]:
+    """Joint jerk as the jitter check measures it [m/s^3], shape (F, J), and the rate it is measured at [1/s].
+
+    Third differences of the clip's own samples (:func:`sim.contact_metrics.jerk_magnitude`: unlike central
+    differences they see frame-to-frame jitter), at a rate of at most ``jitter_fps`` (the jerk of noise grows as
+    fps^3):
+
+    * a uniform clip at ``fps <= jitter_fps``: consecutive frames;
+    * a faster uniform clip, ``k = ceil(fps / jitter_fps)`` frames to a step (120 fps: ``k = 4``, 30 fps), the
+      larger of two readings per frame. The jerk at ``fps / k``: the means of ``k`` consecutive frames (the
+      anti-aliasing filter of the decimation: a toe striking the floor at 120 fps read 17% more without it),
+      ``k`` apart, from every starting frame, i.e. every sampling phase of the decimation at once (decimating one
+      phase, as ``motion.resample(30)`` did, never saw a glitch on a skipped frame). And consecutive frames read
+      as if ``k`` frames apart (a change from one frame to the next counts as one at ``fps / k``): the filter
+      and the decimation both remove a frame-to-frame alternation;
+    * a keyframed clip: consecutive keys (divided differences), keys closer than ``1 / jitter_fps`` read as if
+      that far apart.
+
+    Args:
+        joints: joint world positions [m], shape (F, J, 3).
+        motion: the clip (its times and frame rate).
+        jitter_fps: the highest analysis rate [1/s].
+    """
     t = motion.times
-    analysed = motion.resample(cfg.jitter_fps) if motion.fps > cfg.jitter_fps * 1.001 else motion
-    pos, _ = pose_motion(rig, analysed, device)
-    jerk = jerk_magnitude(pos, analysed.times)
-    e = min(JERK_EDGE_FRAMES, len(jerk))
-    jerk[:e] = 0.0
-    jerk[len(jerk) - e :] = 0.0
-    # each original frame reads the analysed sample nearest in time
-    per_joint = jerk[_nearest(analysed.times, t)]
+    if not motion.is_uniform():
+        return jerk_magnitude(joints, t, min_span_s=3.0 / jitter_fps), min(motion.fps, jitter_fps)
+    k = max(1, math.ceil(motion.fps / jitter_fps - 1e-6))
+    if k == 1:
+        return jerk_magnitude(joints, t), motion.fps
+    F = len(t)
+    jerk = jerk_magnitude(joints, t, min_span_s=3.0 * k / motion.fps)
+    if F - k + 1 > 3 * k:
+        # means of k consecutive frames, then third differences k means apart; frame f reads the mean of frames
+        # f - (k - 1) // 2 ... (the one centred on it, within half a frame)
+        c = np.cumsum(np.concatenate([np.zeros((1, *joints.shape[1:])), joints]), axis=0)
+        means = (c[k:] - c[:-k]) / k
+        mean_t = np.convolve(t, np.full(k, 1.0 / k), mode="valid")
+        smooth = jerk_magnitude(means, mean_t, step=k)
+        jerk = np.maximum(jerk, smooth[np.clip(np.arange(F) - (k - 1) // 2, 0, len(means) - 1)])
+    return jerk, motion.fps / k
+
+
+def _check_jitter(joints: np.ndarray, motion: Motion, size: float, cfg: AuditConfig, names, series) -> CheckResult:
+    t = motion.times
+    per_joint, rate = jitter_jerk(joints, motion, cfg.jitter_fps)
     per_frame = per_joint.max(axis=1)
     series["jerk_mps3"] = per_frame
     limit = cfg.jerk_rel * size
@@ -522,12 +646,12 @@ def _check_jitter(rig: Rig, motion: Motion, size: float, cfg: AuditConfig, names
     worst = int(per_frame.argmax())
     parts = _parts(np.where(per_joint.max(axis=0) > limit, per_joint.max(axis=0), 0.0), names, cfg.max_parts)
     ranges = frame_ranges(fail, t)
-    rate = f"at {analysed.fps:g} fps"
+    rate_text = f"at {rate:g} fps" + (" from every frame" if rate < motion.fps * 0.999 else "")
     if fail.any():
-        msg = f"jerk up to {per_frame.max():.4g} m/s^3 ({per_frame.max() / size:.0f} sizes/s^3 {rate})"
+        msg = f"jerk up to {per_frame.max():.4g} m/s^3 ({per_frame.max() / size:.0f} sizes/s^3 {rate_text})"
         msg += f" at {_ranges_text(ranges)} in {', '.join(parts)}"
     else:
-        msg = f"max jerk {per_frame.max():.4g} m/s^3 ({per_frame.max() / size:.0f} sizes/s^3 {rate})"
+        msg = f"max jerk {per_frame.max():.4g} m/s^3 ({per_frame.max() / size:.0f} sizes/s^3 {rate_text})"
     return CheckResult(
         "jitter",
         "fail" if fail.any() else "pass",
@@ -539,5 +663,5 @@ def _check_jitter(rig: Rig, motion: Motion, size: float, cfg: AuditConfig, names
         parts,
         worst,
         "jerk_mps3",
-        {"analysis_fps": analysed.fps},
+        {"analysis_fps": rate},
     )

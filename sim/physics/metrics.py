@@ -77,6 +77,22 @@ def filtered_pair_allowance(
     return pairs, allowance
 
 
+def measured_pairs(character: PhysicsCharacter) -> np.ndarray:
+    """The body pairs the self-penetration metric counts whole, shape (P, 2): those the simulation collides, or,
+    when the character is built without self-collision (``CharacterConfig.self_collision`` False), those it would
+    collide with it (every pair neither parent and child nor filtered for overlapping in the reference pose).
+
+    Without self-collision nothing collides, and the metric measured no pair at all: an arm driven 14 cm into the
+    torso read 0.
+    """
+    if character.config.self_collision:
+        return character.colliding_pairs()
+    skip = set(character.collision_filter_pairs)
+    B = character.body_count
+    pairs = [(i, j) for i in range(B) for j in range(i + 1, B) if (i, j) not in skip]
+    return np.array(pairs, dtype=np.int32).reshape(-1, 2)
+
+
 def self_penetration(
     character: PhysicsCharacter,
     body_pos: np.ndarray,
@@ -91,7 +107,9 @@ def self_penetration(
     into the pelvis') count with the overlap beyond that allowance and, when a reference motion is given, beyond
     the pair's overlap in the reference at the same frame: an arm that the simulation drives into the torso is
     reported although the simulation does not collide the pair, while capsules sliding into each other at a joint
-    as they do in the animation are not.
+    as they do in the animation are not. A character built without self-collision is measured the same way on
+    the pairs it would collide with it (:func:`measured_pairs`) and the filtered ones: nothing colliding does not
+    make every overlap allowed.
 
     Args:
         character: the character.
@@ -101,14 +119,11 @@ def self_penetration(
 
     Returns:
         ``max_self_penetration_m`` [m], its ``frame`` and body ``pair`` names (None when nothing overlaps), and
-        ``filtered`` (True when that pair is one the simulation does not collide).
+        ``filtered`` (True when that pair is one excluded from collision for overlapping in the reference pose,
+        counted beyond its allowance).
     """
-    colliding = character.colliding_pairs()
-    filtered, allowance = (
-        filtered_pair_allowance(character, len(body_pos), reference_pos, reference_rot)
-        if character.config.self_collision
-        else (np.zeros((0, 2), dtype=np.int32), np.zeros((len(body_pos), 0)))
-    )
+    colliding = measured_pairs(character)
+    filtered, allowance = filtered_pair_allowance(character, len(body_pos), reference_pos, reference_rot)
     pairs = np.concatenate([colliding, filtered]).astype(np.int32)
     none = {"max_self_penetration_m": 0.0, "frame": None, "pair": None, "filtered": False}
     if len(pairs) == 0:
@@ -188,7 +203,8 @@ def tracking_metrics(
     # the reference actually tracked (bodies move rigidly, so its capsules are comparable)
     for k, v in contact_summary(character.rig, reference.motion, ground_height).items():
         out[f"target_{k}"] = v
-    # (filtered pairs measured against the motion itself: only colliding pairs can count)
+    # (filtered pairs measured against the motion itself: only the pairs counted whole can count, those the
+    # simulation collides or, without self-collision, would collide: measured_pairs)
     target = (reference.body_pos, reference.body_rot)
     out["target_max_self_penetration_m"] = self_penetration(character, *target, *target)["max_self_penetration_m"]
     # centroidal feasibility (approximate: finite differences) of the target and, for calibration, of the result

@@ -268,3 +268,130 @@ def test_jitter_of_a_constant_acceleration_is_zero_to_the_clip_ends(biped):
     report = audit_motion(rig, motion)
     np.testing.assert_allclose(report.series["jerk_mps3"], 0.0, atol=1e-6)
     assert report.check("jitter").status == "pass"
+
+
+# --- review fixes: jitter at every frame, back-and-forth skate, keyed hops, limits a few frames cannot drag ---------
+
+
+@pytest.fixture(scope="module")
+def quadruped():
+    rig, clips = characters.build("quadruped-walk")
+    return rig, clips["walk"]
+
+
+def _with_root(motion: sim.Motion, root: np.ndarray, name: str = "damaged") -> sim.Motion:
+    return sim.Motion(motion.fps, root, motion.rotations, motion.translations, times=motion.times, name=name)
+
+
+def test_jitter_fails_frame_to_frame_zigzag_pop_and_teleport(quadruped):
+    """Three np.gradient passes have no gain at the Nyquist frequency: a +-3 cm root zig-zag on every frame passed
+    the whole audit (jerk 603 m/s^3, the clean walk's), a one-frame 0.3 m pop read 3/8 of its jerk and passed.
+    Third differences read 8 a fps^3, 3 a fps^3 and 2 a fps^3 on every joint the root carries."""
+    rig, walk = quadruped
+    fps = walk.fps
+    clean = audit_motion(rig, walk).check("jitter")
+    assert clean.status == "pass"
+    root = walk.root_translations
+    zig = root.copy()
+    zig[:, 1] += 0.03 * (-1.0) ** np.arange(len(root))
+    pop = root.copy()
+    pop[20, 1] += 0.3
+    jump = root.copy()
+    jump[20:, 1] += 0.3
+    for damaged, added in ((zig, 8 * 0.03), (pop, 3 * 0.3), (jump, 2 * 0.3)):
+        check = audit_motion(rig, _with_root(walk, damaged)).check("jitter")
+        assert check.status == "fail", check.message
+        # the root's own jerk adds to the walk's: within the clean walk's worst of it
+        assert abs(check.value - added * fps**3) <= clean.value + 1e-6
+    check = audit_motion(rig, _with_root(walk, pop)).check("jitter")
+    assert 19 <= check.worst_frame <= 21
+    # frames 19-21 read 3 a fps^3, frames 18 and 22 (the pop at a window's end) a fps^3 = 8100 m/s^3, also failing
+    assert 0.3 * fps**3 > check.threshold
+    assert [(r.start, r.stop) for r in check.frame_ranges] == [(18, 23)]
+
+
+def test_jitter_of_a_fast_clip_sees_a_glitch_on_any_frame(quadruped):
+    """A 60 fps clip was resampled to 30 fps first, keeping even frames: a 1 m pop on frame 41 vanished (pass).
+    Measured on the original frames (every sampling phase, and frame-to-frame changes), a pop on frame 40 or 41
+    fails there, and so does a +-3 cm frame-to-frame zig-zag (which every 30 fps decimation aliases away)."""
+    rig, walk = quadruped
+    w60 = walk.resample(60.0)
+    assert audit_motion(rig, w60).check("jitter").status == "pass"
+    for frame in (40, 41):
+        root = w60.root_translations.copy()
+        root[frame, 1] += 1.0
+        check = audit_motion(rig, _with_root(w60, root)).check("jitter")
+        assert check.status == "fail", (frame, check.message)
+        assert abs(check.worst_frame - frame) <= 2
+        assert check.value >= 3 * 1.0 * 30.0**3 * 0.9  # a one-frame pop of 1 m at the 30 fps analysis rate
+        assert check.details["analysis_fps"] == 30.0
+    root = w60.root_translations.copy()
+    root[:, 1] += 0.03 * (-1.0) ** np.arange(len(root))
+    assert audit_motion(rig, _with_root(w60, root)).check("jitter").status == "fail"
+
+
+def test_feet_sliding_back_and_forth_fail_foot_skate(idle):
+    """The idle's whole body sliding +-4 cm three times a second for 2 s: its planted feet slide ~0.9 m with no net
+    displacement, which the net slide (the old measure) passed. The slide path fails."""
+    rig, clip = idle
+    clip = clip.slice(0, 61)
+    offset = 0.04 * np.sin(2 * np.pi * 3 * (clip.times - clip.times[0]))
+    root = clip.root_translations.copy()
+    root[:, 0] += offset
+    report = audit_motion(rig, _with_root(clip, root, "shuffle"))
+    check = report.check("foot_skate")
+    assert check.status == "fail", check.message
+    path = np.abs(np.diff(offset)).sum()
+    assert path > check.details["path_threshold_m"] > check.details["net_threshold_m"]
+    assert check.value == pytest.approx(path, abs=0.01)  # the feet move with the root
+    assert check.threshold == check.details["path_threshold_m"]
+    assert all(s["distance_m"] < check.details["net_threshold_m"] for s in check.details["slides"])
+    assert set(check.body_parts) & {"left_foot", "right_foot", "left_toes", "right_toes"}
+
+
+def test_keyframed_hop_does_not_float_and_a_keyed_hover_does(idle):
+    """A 0.4 s hop keyed at take-off, apex (20 cm up) and landing: the central difference across the apex key is 0
+    and the key read as hovering (fail), while the clip as played (resampled at 30 fps) is a ballistic hop. Keys
+    holding the body 20 cm up for 0.4 s float, reported on those keys."""
+    rig, clip = idle
+    keys = np.array([0.0, 0.5, 0.7, 0.9, 1.4])
+    m = clip.sample(keys)
+    root = m.root_translations.copy()
+    root[2, 2] += 9.81 * 0.4**2 / 8
+    hop = sim.Motion(30.0, root, m.rotations, times=keys, name="hop")
+    assert not hop.is_uniform()
+    report = audit_motion(rig, hop)
+    check = report.check("floating")
+    assert check.status == "pass", check.message
+    assert check.details["resampled_fps"] == 30.0
+    assert report.check("foot_skate").details["resampled_fps"] == 30.0
+    keys = np.array([0.0, 0.5, 0.6, 0.7, 0.8, 0.9, 1.4])
+    m = clip.sample(keys)
+    root = m.root_translations.copy()
+    root[2:5, 2] += 0.2
+    check = audit_motion(rig, sim.Motion(30.0, root, m.rotations, times=keys, name="hover")).check("floating")
+    assert check.status == "fail", check.message
+    failing = {f for r in check.frame_ranges for f in range(r.start, r.stop)}
+    assert failing <= {1, 2, 3, 4, 5} and 3 in failing
+    assert check.value == pytest.approx(0.2, abs=0.01)
+
+
+def test_derived_limits_catch_a_joint_glitch_of_a_few_frames(quadruped):
+    """A hind leg turned +100 deg for 5 of the walk's 49 frames: limits derived from the clip itself (5%
+    quantiles: 2.4 frames left out at each end) were dragged by the glitch and it passed every check. The range
+    now leaves out at least 0.2 s of frames at each end."""
+    rig, walk = quadruped
+    j = rig.joint_index("hind_left_upper_leg")
+    q = sim.rotations.axis_angle_to_quat(np.array([0.0, np.deg2rad(100.0), 0.0]))
+    for n in (1, 3, 5):
+        rot = walk.rotations.copy()
+        rot[10 : 10 + n, j] = sim.rotations.quat_multiply(
+            np.broadcast_to(q, rot[10 : 10 + n, j].shape), rot[10 : 10 + n, j]
+        )
+        check = audit_motion(rig, sim.Motion(walk.fps, walk.root_translations, rot, walk.translations)).check(
+            "joint_limits"
+        )
+        assert check.status == "fail", (n, check.message)
+        assert check.body_parts[0] == "hind_left_upper_leg"
+        assert [(r.start, r.stop) for r in check.frame_ranges] == [(10, 10 + n)]
+        assert check.value > 30.0

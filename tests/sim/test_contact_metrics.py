@@ -379,3 +379,201 @@ def test_physics_contact_summary_equals_the_audit(assets_dir):
         if rig is bvh.rig:  # the figures themselves: a walk's feet touch the ground and slide on some steps
             assert physics["floating_ratio"] == 0.0
             assert 0.0 < physics["foot_skate_ratio"] < 1.0
+
+
+# --- review fixes: jerk at the Nyquist frequency, rolling feet, back-and-forth slides, keyed hops, robust limits ----
+
+
+def test_jerk_third_differences_see_frame_to_frame_jitter_pops_and_steps():
+    """Three np.gradient passes have zero gain at the Nyquist frequency: a +-1 cm alternation read 0 m/s^3 and a
+    1 cm one-frame pop 101 m/s^3. Third differences read 8 a fps^3, 3 a fps^3 and, for a step, 2 a fps^3."""
+    F, a, fps = 40, 0.01, FPS
+    t = np.arange(F) / fps
+    zig = np.zeros((F, 1, 3))
+    zig[:, 0, 0] = a * (-1.0) ** np.arange(F)
+    np.testing.assert_allclose(jerk_magnitude(zig, t)[:, 0], 8 * a * fps**3, rtol=1e-9)
+    pop = np.zeros((F, 1, 3))
+    pop[20, 0, 1] = a
+    j = jerk_magnitude(pop, t)[:, 0]
+    np.testing.assert_allclose(j[19:22], 3 * a * fps**3, rtol=1e-9)  # the windows with the pop in their middle
+    np.testing.assert_allclose(j[[18, 22]], a * fps**3, rtol=1e-9)
+    np.testing.assert_allclose(j[:17], 0.0, atol=1e-6)
+    step = np.zeros((F, 1, 3))
+    step[20:, 0, 2] = a
+    assert jerk_magnitude(step, t)[:, 0].max() == pytest.approx(2 * a * fps**3, rel=1e-9)
+    # divided differences are exact on a cubic sampled at uneven times, to the clip ends
+    tn = np.cumsum(np.r_[0.0, np.linspace(0.02, 0.05, 11)])
+    c = np.array([0.5, -1.0, 2.0])
+    cubic = (c * tn[:, None] ** 3 + 0.3 * tn[:, None] ** 2)[:, None, :]
+    np.testing.assert_allclose(jerk_magnitude(cubic, tn)[:, 0], 6 * np.linalg.norm(c), rtol=1e-6)
+
+
+def test_strided_jerk_covers_every_sampling_phase():
+    """``step = 2`` on 60 fps samples is the jerk at 30 fps of both decimations: a one-frame pop reads 3 a 30^3
+    whether it falls on an even or an odd frame (``motion.resample(30)`` kept the even frames only)."""
+    F, a = 61, 0.02
+    t = np.arange(F) / 60.0
+    for frame in (30, 31):
+        pos = np.zeros((F, 1, 3))
+        pos[frame, 0, 0] = a
+        j = jerk_magnitude(pos, t, step=2)[:, 0]
+        assert j.max() == pytest.approx(3 * a * 30.0**3, rel=1e-9)
+        assert abs(int(j.argmax()) - frame) <= 2
+    # min_span_s: consecutive 60 fps frames read as if 1/30 s apart (a frame-to-frame change at 30 fps)
+    zig = np.zeros((F, 1, 3))
+    zig[:, 0, 0] = a * (-1.0) ** np.arange(F)
+    np.testing.assert_allclose(jerk_magnitude(zig, t, min_span_s=0.1)[:, 0], 8 * a * 30.0**3, rtol=1e-9)
+    assert jerk_magnitude(zig, t, step=2).max() == pytest.approx(0.0, abs=1e-6)  # aliased to a constant
+    with pytest.raises(ValueError, match="step"):
+        jerk_magnitude(zig, t, step=0)
+
+
+def _rolling_foot(fps: float, omega: float, total_angle: float = np.pi / 3, length: float = 0.25):
+    """A flat foot (26 x 3 points, heel x = 0 to toe x = ``length``) rolling heel-up about its toe edge at
+    ``omega`` [rad/s] (the toe edge stays put: no slip), and a head point 1.7 m up; labels 0 (foot) and 1."""
+    xs = np.linspace(0.0, length, 26)
+    foot = np.stack(np.meshgrid(xs, np.linspace(0.0, 0.1, 3), [0.0]), -1).reshape(-1, 3)
+    t = np.arange(int(np.round(total_angle / omega * fps)) + 1) / fps
+    frames = []
+    for angle in omega * t:
+        p = foot.copy()
+        r = length - p[:, 0]  # distance from the toe edge
+        p[:, 0] = length - r * np.cos(angle)
+        p[:, 2] = r * np.sin(angle)
+        frames.append(np.concatenate([p, [[0.1, 0.05, 1.7]]]))
+    return np.array(frames), t, np.r_[np.zeros(len(foot), int), 1]
+
+
+def test_rolling_without_slip_is_not_foot_skate():
+    """A foot rolling about its toe edge at 8 rad/s: its points higher in the 1.7 cm contact band move at their
+    height times 8 rad/s (up to 0.14 m/s, above the 0.085 m/s threshold) while the toe edge rests, and 8-20% of
+    the in-contact point-steps counted as sliding. The part's slowest in-contact point is at rest: no skate."""
+    static = ContactConfig(ground_motion="static")
+    for fps in (24.0, 60.0, 120.0):
+        pts, t, labels = _rolling_foot(fps, 8.0)
+        m = ground_contact_metrics(pts, t, static, labels=labels)
+        assert m.max_skate_speed_mps > m.skate_speed_threshold  # points in the band do move that fast
+        assert m.foot_skate_ratio == 0.0, fps
+        np.testing.assert_allclose(m.part_slip_speed[1:, 0], 0.0, atol=1e-9)  # the toe edge
+        # without labels each point is judged on its own (documented): rolling reads as sliding there
+        assert ground_contact_metrics(pts, t, static).foot_skate_ratio > 0.0
+    # the same foot translated at 0.3 m/s slides everywhere: every in-contact point-step slides
+    pts, t, labels = _rolling_foot(60.0, 8.0)
+    flat = np.repeat(pts[:1], len(t), axis=0)
+    flat[:, :-1, 0] += 0.3 * t[:, None]
+    m = ground_contact_metrics(flat, t, static, labels=labels)
+    assert m.foot_skate_ratio == pytest.approx(1.0)
+    np.testing.assert_allclose(m.part_slip_speed[1:, 0], 0.3, rtol=1e-9)
+
+
+def test_slide_path_adds_up_back_and_forth_sliding():
+    """A planted foot sliding +-4 cm three times a second for 2 s: 91 cm of path, no net displacement. The net
+    slide (``distance_m``) read 0; ``path_m`` is the path."""
+    foot = np.stack(np.meshgrid(np.linspace(0, 0.25, 11), np.linspace(0, 0.1, 3), [0.0]), -1).reshape(-1, 3)
+    t = np.arange(61) / FPS
+    offset = 0.04 * np.sin(2 * np.pi * 3 * t)
+    pts = np.array([np.concatenate([foot + np.array([x, 0.0, 0.0]), [[0.1, 0.05, 1.7]]]) for x in offset])
+    labels = np.r_[np.zeros(len(foot), int), 1]
+    m = ground_contact_metrics(pts, t, labels=labels)
+    np.testing.assert_allclose(m.ground_velocity, 0.0, atol=EXACT)
+    (slide,) = m.slides
+    assert slide.part == 0 and (slide.start, slide.stop) == (0, len(t))
+    assert slide.path_m == pytest.approx(np.abs(np.diff(offset)).sum(), rel=1e-9)
+    assert slide.path_m > 0.9
+    assert slide.distance_m == pytest.approx(abs(offset[-1] - offset[0]), abs=1e-9)
+    assert m.max_slide_path_m == slide.path_m and m.summary()["max_slide_path_m"] == slide.path_m
+
+
+def test_keyframed_hop_apex_is_not_a_hover():
+    """Keys at take-off (0.5 s), apex (0.7 s, 20 cm up) and landing (0.9 s): the central difference across the
+    apex is 0, so the apex key read as hovering for 0.4 s. One-step differences (up 1 m/s, down 1 m/s) are not
+    still; a body held 20 cm up on every key of 0.4 s still floats."""
+    keys = np.array([0.0, 0.5, 0.7, 0.9, 1.4])
+    hop = _with_head(_feet(len(keys)))
+    hop[2, :, 2] += 0.2
+    m = ground_contact_metrics(hop, keys, size=SIZE)
+    np.testing.assert_array_equal(m.airborne, [False, False, True, False, False])
+    assert not m.floating.any()
+    held_keys = np.array([0.0, 0.5, 0.6, 0.7, 0.8, 0.9, 1.4])
+    held = _with_head(_feet(len(held_keys)))
+    held[2:5, :, 2] += 0.2
+    m = ground_contact_metrics(held, held_keys, size=SIZE)
+    np.testing.assert_array_equal(np.flatnonzero(m.floating), [3])  # keys 2 and 4 move towards their neighbours
+
+
+def test_derived_limits_leave_out_at_least_min_tail_samples():
+    """A joint swinging +-30 deg over 49 frames, turned +100 deg on 5 of them: the 5% quantile range (2.4 frames
+    left out at each end) ends inside the glitch. With ``min_tail`` 6 its ends are the 7th smallest and largest
+    samples; ``max_quantile`` caps what ``min_tail`` asks on a short clip."""
+    rest = np.tile([0.0, 0.0, 0.0, 1.0], (1, 1))
+    F = 49
+    deg = 30.0 * np.sin(2 * np.pi * np.arange(F) / (F - 1))
+    deg[10:15] += 100.0
+    clip = _twist_z(deg)
+    old = joint_limits_from_motions(rest, [clip], margin_deg=0.0, quantile=0.05)
+    assert np.rad2deg(old.upper[0, 2]) > 100.0  # dragged into the glitch
+    lim = joint_limits_from_motions(rest, [clip], margin_deg=0.0, quantile=0.05, min_tail=6, max_quantile=0.25)
+    np.testing.assert_allclose(np.rad2deg(lim.upper[0, 2]), np.sort(deg)[-7], atol=1e-9)
+    np.testing.assert_allclose(np.rad2deg(lim.lower[0, 2]), np.sort(deg)[6], atol=1e-9)
+    assert np.rad2deg(joint_limit_violations(rest, clip, lim)[10:15, 0]).min() > 50.0
+    capped = joint_limits_from_motions(rest, [clip], margin_deg=0.0, quantile=0.05, min_tail=6, max_quantile=0.11)
+    np.testing.assert_allclose(np.rad2deg(capped.upper[0, 2]), np.quantile(deg, 0.89), atol=1e-9)
+    # one count per motion; a long motion keeps its quantile
+    long = _twist_z(np.linspace(-10.0, 10.0, 201))
+    both = joint_limits_from_motions(rest, [long], margin_deg=0.0, quantile=0.05, min_tail=[6])
+    np.testing.assert_allclose(np.rad2deg(both.upper[0, 2]), 9.0, atol=1e-9)
+    with pytest.raises(ValueError, match="min_tail"):
+        joint_limits_from_motions(rest, [clip], min_tail=-1)
+
+
+def _segment_distance_sampled(a0, a1, b0, b1, n: int = 401) -> float:
+    """Closest distance between two segments, by sampling both densely [m] (within ~|segment| / n)."""
+    s = np.linspace(0.0, 1.0, n)[:, None]
+    pa, pb = a0 + s * (a1 - a0), b0 + s * (b1 - b0)
+    return float(np.min(np.linalg.norm(pa[:, None] - pb[None], axis=-1)))
+
+
+def test_self_penetration_is_measured_without_self_collision():
+    """With ``self_collision=False`` no pair collides, so nothing was measured: the biped's arm swung 45 deg into
+    its torso read 0.0000 m (0.1417 m with self-collision on). Without self-collision the pairs it would collide
+    count whole and the pairs filtered for overlapping in the reference pose count beyond that overlap, as with
+    it; so do the ``reference_``/``target_`` versions (the motion measured against itself)."""
+    from audit_cases import limb_through_body
+
+    from sim import characters
+    from sim.physics import CharacterConfig, build_character, self_penetration
+
+    rig, clips = characters.build("biped-walk")
+    walk = clips["walk"]
+    bad = limb_through_body(rig, walk, "left_upper_arm", 20, 45, -45.0)
+    ch = build_character(rig, walk, CharacterConfig(self_collision=False))
+    assert len(ch.colliding_pairs()) == 0
+    pos, rot = ch.body_transforms(bad)
+    ref_pos, ref_rot = ch.body_transforms(walk)
+    r = ch.capsule_radii
+
+    def overlap(body_pos, body_rot, f, i, j) -> float:
+        a, b = ch.capsule_world(body_pos[f], body_rot[f])
+        return r[i] + r[j] - _segment_distance_sampled(a[i], b[i], a[j], b[j])
+
+    # against the reference: the arm in the torso, a pair filtered for overlapping in the reference pose, beyond
+    # the larger of that overlap and the pair's overlap in the reference at the same frame
+    sp = self_penetration(ch, pos, rot, ref_pos, ref_rot)
+    assert sp["pair"] == ["spine_2", "left_lower_arm"] and sp["filtered"]
+    i, j = (ch.body_names.index(n) for n in sp["pair"])
+    f = sp["frame"]
+    allowance = max(ch.filter_overlap_m[(i, j)], overlap(ref_pos, ref_rot, f, i, j))
+    assert sp["max_self_penetration_m"] == pytest.approx(overlap(pos, rot, f, i, j) - allowance, abs=2e-3)
+    assert sp["max_self_penetration_m"] > 0.1
+    # against itself (metrics.json's reference_ / target_): the filtered pairs allow their own overlap, the hand
+    # crossing to the other forearm (a pair self-collision collides) counts whole
+    own = self_penetration(ch, pos, rot, pos, rot)
+    assert not own["filtered"] and "left_hand" in own["pair"]
+    i, j = (ch.body_names.index(n) for n in own["pair"])
+    assert own["max_self_penetration_m"] == pytest.approx(overlap(pos, rot, own["frame"], i, j), abs=2e-3)
+    assert own["max_self_penetration_m"] > 0.05
+    # with self-collision on, the same figures
+    on = build_character(rig, walk, CharacterConfig(self_collision=True))
+    for got, ref in ((sp, (ref_pos, ref_rot)), (own, (pos, rot))):
+        again = self_penetration(on, pos, rot, *ref)
+        assert again["max_self_penetration_m"] == pytest.approx(got["max_self_penetration_m"], abs=1e-12)

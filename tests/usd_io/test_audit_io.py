@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from audit_cases import limb_through_body, sliding, sunk
 
+import sim
 import usd_io
 from sim.audit import AuditConfig
 from sim.contact_metrics import ContactConfig
@@ -16,6 +17,7 @@ from usd_io import (
     assert_ground_contact,
     assert_no_foot_skate,
     assert_no_self_intersection,
+    audit_asset,
     audit_file,
     write_audit,
 )
@@ -82,6 +84,35 @@ def test_assert_no_foot_skate(biped):
         assert_no_foot_skate((rig, walk), config=AuditConfig(slide_rel=float("nan")))
     with pytest.raises(ValueError, match=r"AuditConfig\.contact\.ground_height: must be a finite number"):
         assert_ground_contact((rig, walk), config=AuditConfig(contact=ContactConfig(ground_height=float("nan"))))
+
+
+def test_assert_no_foot_skate_fails_sliding_back_and_forth():
+    """The idle's whole body shuffling +-4 cm three times a second for 2 s: the planted feet slide ~0.9 m with no
+    net displacement, which the net slide alone passed; the slide path fails."""
+    asset = usd_io.load_asset("procedural:biped-idle")
+    rig, walk = asset.rig, asset.clip().slice(0, 61)
+    offset = 0.04 * np.sin(2 * np.pi * 3 * (walk.times - walk.times[0]))
+    root = walk.root_translations.copy()
+    root[:, 0] += offset
+    shuffle = sim.Motion(walk.fps, root, walk.rotations, walk.translations, times=walk.times)
+    with pytest.raises(AssertionError, match=r"slides .* m net along a .* m path over frames"):
+        assert_no_foot_skate((rig, shuffle))
+
+
+def test_audit_asset_derives_limits_a_glitch_cannot_drag():
+    """A single-clip asset (its limits come from the clip itself): a hind leg turned +100 deg for 5 of the walk's
+    49 frames dragged the 5% range with it and passed."""
+    asset = usd_io.load_asset("procedural:quadruped-walk")
+    walk = asset.clip()
+    j = asset.rig.joint_index("hind_left_upper_leg")
+    rot = walk.rotations.copy()
+    q = sim.rotations.axis_angle_to_quat(np.array([0.0, np.deg2rad(100.0), 0.0]))
+    rot[10:15, j] = sim.rotations.quat_multiply(np.broadcast_to(q, rot[10:15, j].shape), rot[10:15, j])
+    glitch = sim.Motion(walk.fps, walk.root_translations, rot, walk.translations, name="glitch")
+    check = audit_asset(usd_io.Asset(asset.rig, {"glitch": glitch}, "glitch.usda")).check("joint_limits")
+    assert check.status == "fail", check.message
+    assert [(r.start, r.stop) for r in check.frame_ranges] == [(10, 15)]
+    assert audit_asset(asset).check("joint_limits").status == "pass"
 
 
 def test_assert_no_self_intersection(biped):
