@@ -213,11 +213,11 @@ def _check_length(cfg: TrackConfig, clip) -> None:
             f"{', '.join(options)}: the looped clip would have {looped:.3g} samples before it is resampled ({source});"
             f" a run loops at most {MAX_LOOPED_SAMPLES}"
         )
-    substeps = substeps_for(fps, cfg.tracking.solver.max_dt_s)
+    substeps = substeps_for(fps, cfg.tracking.solver.step_limit_s())
     if tracked * substeps > MAX_STEPS:
         if cfg.reference.fps is None and cfg.reference.max_fps < clip.fps:
             options.append(f"--reference.max-fps {cfg.reference.max_fps:g}")
-        options.insert(0, f"--tracking.solver.max-dt-s {cfg.tracking.solver.max_dt_s:g}")
+        options.insert(0, f"--tracking.solver.max-dt-s {cfg.tracking.solver.step_limit_s():g}")
         raise ValueError(
             f"{', '.join(options)}: {tracked:.3g} frame(s) at {fps:g} fps of {substeps:.3g} physics steps each"
             f" exceed the {MAX_STEPS + 1:.3g} steps the simulation can count; use a larger step or a shorter reference"

@@ -260,7 +260,8 @@ def write_physics_stage(
             prim.CreateAttribute("newton:armature", Sdf.ValueTypeNames.Float).Set(armature)
             prim.AddAppliedSchema("PhysxJointAPI")  # PhysX / Isaac read the rotor inertia here
             prim.CreateAttribute("physxJoint:armature", Sdf.ValueTypeNames.Float).Set(armature)
-            # the simulation's joint limits are springs of 4x the drive stiffness (newton_model.build_newton_builder)
+            # Featherstone's and XPBD's joint limits are springs of 4x the drive stiffness
+            # (newton_model.build_newton_builder); Steel's are hard constraints and ignore these
             prim.CreateAttribute("newton:limitStiffness", Sdf.ValueTypeNames.Float).Set(
                 float(4.0 * character.stiffness[b].mean() * M * L * L / to_deg)
             )

@@ -86,7 +86,7 @@ def build_newton_builder(character: PhysicsCharacter, solver: SolverConfig, cont
         kf=material.friction_gain,
         collision_group=1 if character.config.self_collision else -1,
     )
-    use_limits = np.isfinite(character.limit_lower) & np.isfinite(character.limit_upper)
+    has_lower, has_upper = np.isfinite(character.limit_lower), np.isfinite(character.limit_upper)  # each on its own
     joints = []
     for k in range(character.body_count):
         parent = int(character.body_parent[k])
@@ -111,8 +111,8 @@ def build_newton_builder(character: PhysicsCharacter, solver: SolverConfig, cont
             continue
         axes = []
         for a in range(3):
-            lo = float(character.limit_lower[k, a]) if use_limits[k, a] else -1e10
-            hi = float(character.limit_upper[k, a]) if use_limits[k, a] else 1e10
+            lo = float(character.limit_lower[k, a]) if has_lower[k, a] else -1e10
+            hi = float(character.limit_upper[k, a]) if has_upper[k, a] else 1e10
             axes.append(
                 newton.ModelBuilder.JointDofConfig(
                     axis=[(1, 0, 0), (0, 1, 0), (0, 0, 1)][a],
@@ -233,7 +233,7 @@ class CharacterSimulation:
         self.world_count = int(world_count)
         self.fps = float(fps)
         self.frame_count = int(frame_count)
-        self.substeps = substeps_for(fps, self.solver_cfg.max_dt_s)
+        self.substeps = substeps_for(fps, self.solver_cfg.step_limit_s())
         self.dt = 1.0 / (fps * self.substeps)
         self.device = str(wp.get_device(self.solver_cfg.device))
         self.model = build_newton_model(character, world_count, self.solver_cfg, self.contact_cfg)
@@ -369,8 +369,16 @@ class CharacterSimulation:
         self.step_index.assign(np.array([frame * self.substeps], dtype=np.int32))
 
     def joint_state(self) -> tuple[np.ndarray, np.ndarray]:
-        """Copies of the generalized state, (W, coords) and (W, dofs)."""
+        """Copies of the generalized state, (W, coords) and (W, dofs).
+
+        Steel and Featherstone integrate the generalized state; XPBD steps the bodies only and leaves
+        ``joint_q`` / ``joint_qd`` where :meth:`set_joint_state` put them, so they are recovered from the bodies
+        (``newton.eval_ik``) first: a projection window then starts where the previous one ended, not where the
+        rollout began.
+        """
         s = self.state_0
+        if self.solver_cfg.solver not in ("steel", "featherstone"):
+            self.newton.eval_ik(self.model, s, s.joint_q, s.joint_qd)
         return (
             s.joint_q.numpy().reshape(self.world_count, -1).copy(),
             s.joint_qd.numpy().reshape(self.world_count, -1).copy(),

@@ -367,7 +367,7 @@ def project(
     pos, rot, vel = best.pos[:n], best.rot[:n], best.vel[:n]
     wall = time.perf_counter() - t_start
     fell = falls[best_index]
-    substeps = substeps_for(ref.fps, tracking.solver.max_dt_s)
+    substeps = substeps_for(ref.fps, tracking.solver.step_limit_s())
     assist = None
     if tracking.root_assist is not None and tracking.root_assist.enabled:
         assist = root_assist_report(character, best.assist_sum, best.assist_max, (n - 1) * substeps)

@@ -483,3 +483,48 @@ def test_simulation_building_blocks_check_their_settings():
         build_newton_model(ch, contact=ContactConfig(friction=-1.0))
     with pytest.raises(ValueError, match=r"ContactConfig\.penalty_stiffness_per_kg"):
         contact_material(ch, ContactConfig(penalty_stiffness_per_kg=float("nan")))
+
+
+def _free_fall(ch, solver: SolverConfig, frames: int = 5):
+    """``ch`` released 1 m up in its rest pose with zero targets: (joint state, body state) after ``frames``."""
+    from sim.physics.newton_model import CharacterSimulation
+
+    C = ch.dof_count
+    sim_ = CharacterSimulation(ch, 30.0, frames + 1, 1, solver)
+    sim_.set_state(np.array([0.0, 0.0, 1.0]), np.array([0.0, 0.0, 0.0, 1.0]), np.zeros(C), np.zeros(3), np.zeros(3),
+                   np.zeros(C), 0)  # fmt: skip
+    for _ in range(frames):
+        sim_.step_frame()
+    return sim_.joint_state(), sim_.body_state()
+
+
+def test_xpbd_joint_state_follows_the_bodies(table):
+    """XPBD steps the bodies only: joint_state() returned the state the rollout began in (root 1 m up, at rest after
+    5 frames of free fall), so every projection window restarted from the previous window's start."""
+    (q, qd), (pos, _, vel) = _free_fall(table, SolverConfig(solver="xpbd", capture=False))
+    fall = 0.5 * 9.81 * (5 / 30.0) ** 2  # 0.136 m: nothing touches the ground yet
+    assert pos[0, 0, 2] == pytest.approx(1.0 - fall, abs=0.01)
+    assert q[0, 2] == pytest.approx(pos[0, 0, 2], abs=1e-5)
+    assert qd[0, 2] == pytest.approx(vel[0, 0, 2], abs=1e-4) and qd[0, 2] < -1.5
+
+
+def test_featherstone_default_step_is_stable(table):
+    """Featherstone's explicit PD went NaN in the first frame of free fall at the common 1/120 s step (and at the
+    field notes' 5e-4 s): its default step is 1e-4 s."""
+    solver = SolverConfig(solver="featherstone", capture=False)
+    assert solver.step_limit_s() == pytest.approx(1e-4)
+    (q, _), (pos, _, _) = _free_fall(table, solver, frames=3)
+    assert np.isfinite(q).all() and np.isfinite(pos).all()
+    assert pos[0, 0, 2] == pytest.approx(1.0 - 0.5 * 9.81 * 0.1**2, abs=0.01)
+
+
+def test_one_sided_joint_limit_reaches_the_model(table):
+    """A joint axis with one finite bound lost it in the model (both had to be finite) while physics.usda kept it."""
+    from sim.physics.newton_model import build_newton_model
+
+    ch = dataclasses.replace(table, limit_lower=table.limit_lower.copy(), limit_upper=table.limit_upper.copy())
+    ch.limit_lower[1, 0], ch.limit_upper[1, 0] = -np.inf, 0.1
+    model = build_newton_model(ch, solver=SolverConfig(capture=False))
+    lower, upper = model.joint_limit_lower.numpy(), model.joint_limit_upper.numpy()
+    dof = 6  # the free root's 6 dofs come first, then body 1's three axes
+    assert upper[dof] == pytest.approx(0.1) and lower[dof] <= -1e9
