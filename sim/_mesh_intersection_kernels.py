@@ -15,9 +15,16 @@ normal, counter-clockwise winding), likewise B behind A; the smaller of the two,
 one face normal that separates the pair locally. It is exact for a flat face pushed into another by less than
 the triangles' extent (e.g. two overlapping boxes) and otherwise bounded by the triangle size.
 
-Penetration depth (:func:`penetration_depth_kernel`), resolution independent: a vertex is *inside* when a point
-just outside it along its normal is enclosed by the surface (winding number above 1/2, Warp's fast winding
-number on the BVH); its depth is its distance to the nearest face that is not its rest neighbour.
+Penetration depth, resolution independent: a vertex is *inside* (:func:`inside_kernel`) when a point just outside
+it along its normal is enclosed by the surface (winding number above 1/2, Warp's fast winding number on the BVH).
+Its depth (:func:`penetration_depth_kernel`) is its distance to the nearest face it lies behind on the body it went
+into, not on its own part: faces touching its *sheet* (the inside vertices connected to it through inside
+vertices, i.e. the part of the surface that went in, up to the intersection contour) do not count, so the far
+side of a limb never caps the depth of the limb's vertices, however thin the limb. Where one sheet holds both the
+limb and the body it went into (their inside regions meet in the crease of a joint), a face on it counts when the
+vertex did not lie behind it in the rest pose and has since moved relative to it by more than ``MOVED_RATIO``
+times their distance: a limb's own faces move (nearly) with its vertices. :func:`exit_bracket_kernel` locates
+where an edge from an inside to an outside vertex leaves the body (a bound on the depths near it).
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ wp.set_module_options({"enable_backward": False})
 
 PLANE_EPS = 1e-12
 """Signed plane distances below this times the triangle scale count as on the plane."""
+DEGENERATE_EPS = 1e-12
+"""Triangles whose doubled area is below this times their longest edge squared are degenerate (never hit)."""
 
 
 @wp.func
@@ -83,6 +92,14 @@ def _snap(d: wp.float64, eps: wp.float64) -> wp.float64:
 
 
 @wp.func
+def _degenerate(cross_length: wp.float64, p0: wp.vec3d, p1: wp.vec3d, p2: wp.vec3d) -> bool:
+    """Whether a triangle with ``|cross(p1 - p0, p2 - p0)| = cross_length`` has (near) zero area: relative to
+    its longest edge squared, so round-off in a rotated collinear triangle is not taken for area."""
+    edge = wp.max(wp.max(wp.length(p1 - p0), wp.length(p2 - p0)), wp.length(p2 - p1))
+    return cross_length <= wp.float64(DEGENERATE_EPS) * edge * edge
+
+
+@wp.func
 def tri_tri_segment(a0: wp.vec3d, a1: wp.vec3d, a2: wp.vec3d, b0: wp.vec3d, b1: wp.vec3d, b2: wp.vec3d) -> wp.vec3d:
     """Exact intersection of triangles A and B: ``(length, depth, hit)`` with hit 1.0 when their intersection
     segment has positive length (see the module docstring for the depth estimate)."""
@@ -92,7 +109,7 @@ def tri_tri_segment(a0: wp.vec3d, a1: wp.vec3d, a2: wp.vec3d, b0: wp.vec3d, b1: 
     nb = wp.cross(b1 - b0, b2 - b0)
     la = wp.length(na)
     lb = wp.length(nb)
-    if la == zero or lb == zero:
+    if _degenerate(la, a0, a1, a2) or _degenerate(lb, b0, b1, b2):
         return none
     na = na / la
     nb = nb / lb
@@ -368,47 +385,150 @@ BEHIND_COS = 0.5
 
 
 @wp.kernel
-def penetration_depth_kernel(
+def inside_kernel(
     mesh_id: wp.uint64,
     points: wp.array[wp.vec3d],
     normals: wp.array[wp.vec3d],
+    candidates: wp.array[wp.int32],
+    offset: wp.float64,
+    max_distance: wp.float32,
+    inside_out: wp.array[wp.int32],
+):
+    """Whether each candidate vertex lies inside the body: the point ``offset`` outside it along its normal has a
+    winding number above 1/2 (some other part of the surface encloses it). Launch dim (candidate_count,)."""
+    k = wp.tid()
+    v = candidates[k]
+    q = points[v] + normals[v] * offset
+    q32 = wp.vec3(wp.float32(q[0]), wp.float32(q[1]), wp.float32(q[2]))
+    hit = wp.mesh_query_point_sign_winding_number(mesh_id, q32, max_distance, 2.0, 0.5)
+    inside_out[k] = 0
+    if hit.result and hit.sign < wp.float32(0.0):
+        inside_out[k] = 1
+
+
+@wp.func
+def _behind(p: wp.vec3d, b0: wp.vec3d, b1: wp.vec3d, b2: wp.vec3d) -> wp.vec3d:
+    """``(distance, behind, valid)`` of point ``p`` to triangle b: behind is 1 when the closest point sees ``p``
+    within ``acos(BEHIND_COS)`` of the face's inward normal (a point on the face is behind it); valid is 0 for a
+    degenerate face."""
+    zero = wp.float64(0.0)
+    n = wp.cross(b1 - b0, b2 - b0)
+    ln = wp.length(n)
+    if _degenerate(ln, b0, b1, b2):
+        return wp.vec3d(zero, zero, zero)
+    c = _closest_point_triangle(p, b0, b1, b2)
+    d = wp.length(c - p)
+    behind = zero
+    if wp.dot(p - c, n / ln) <= -wp.float64(BEHIND_COS) * d:
+        behind = wp.float64(1.0)
+    return wp.vec3d(d, behind, wp.float64(1.0))
+
+
+@wp.kernel
+def exit_bracket_kernel(
+    mesh_id: wp.uint64,
+    points: wp.array[wp.vec3d],
+    normals: wp.array[wp.vec3d],
+    inner: wp.array[wp.int32],
+    outer: wp.array[wp.int32],
+    offset: wp.float64,
+    max_distance: wp.float32,
+    steps: int,
+    bracket: wp.array[wp.vec2d],
+):
+    """Where each edge from an inside vertex ``inner[k]`` to an outside one ``outer[k]`` leaves the body: ``steps``
+    halvings of ``bracket[k]`` (edge parameters, inside end first) on the inside test (winding number ``offset``
+    outside the edge, along the interpolated normal). Launch dim (edge_count,)."""
+    k = wp.tid()
+    a = points[inner[k]]
+    b = points[outer[k]]
+    na = normals[inner[k]]
+    nb = normals[outer[k]]
+    lo = bracket[k][0]
+    hi = bracket[k][1]
+    for _step in range(steps):
+        t = (lo + hi) * wp.float64(0.5)
+        n = na + (nb - na) * t
+        if wp.length(n) > wp.float64(0.0):
+            n = wp.normalize(n)
+        q = a + (b - a) * t + n * offset
+        q32 = wp.vec3(wp.float32(q[0]), wp.float32(q[1]), wp.float32(q[2]))
+        hit = wp.mesh_query_point_sign_winding_number(mesh_id, q32, max_distance, 2.0, 0.5)
+        if hit.result and hit.sign < wp.float32(0.0):
+            lo = t
+        else:
+            hi = t
+    bracket[k] = wp.vec2d(lo, hi)
+
+
+MOVED_RATIO = 2.0
+"""A face on an inside vertex's own sheet counts for its depth only if the vertex moved, relative to the face, by
+more than this times its distance to it since the rest pose (a limb's own faces near a joint stay below ~1.2 on the
+built-in biped's shoulder; faces of the body a limb went into were above 5 on the quadruped's hip)."""
+
+
+@wp.func
+def _moved(
+    p_rest: wp.vec3d, r0: wp.vec3d, r1: wp.vec3d, r2: wp.vec3d, p: wp.vec3d, b0: wp.vec3d, b1: wp.vec3d, b2: wp.vec3d
+) -> wp.float64:
+    """How far ``p`` moved relative to triangle b since the rest pose (``p_rest``, triangle r): its distance to
+    where its rest coordinates in the triangle's affine frame (two edges and the unit normal) land now. Zero when
+    the point and the triangle moved rigidly together."""
+    e1 = r1 - r0
+    e2 = r2 - r0
+    n = wp.normalize(wp.cross(e1, e2))
+    g11 = wp.dot(e1, e1)
+    g12 = wp.dot(e1, e2)
+    g22 = wp.dot(e2, e2)
+    q = p_rest - r0
+    h1 = wp.dot(q, e1)
+    h2 = wp.dot(q, e2)
+    det = g11 * g22 - g12 * g12
+    alpha = (g22 * h1 - g12 * h2) / det
+    beta = (g11 * h2 - g12 * h1) / det
+    gamma = wp.dot(q, n)
+    f1 = b1 - b0
+    f2 = b2 - b0
+    carried = b0 + f1 * alpha + f2 * beta + wp.normalize(wp.cross(f1, f2)) * gamma
+    return wp.length(p - carried)
+
+
+@wp.kernel
+def penetration_depth_kernel(
+    mesh_id: wp.uint64,
+    points: wp.array[wp.vec3d],
+    rest_points: wp.array[wp.vec3d],
     tris: wp.array2d(dtype=wp.int32),
     welded_tris: wp.array2d(dtype=wp.int32),
     welded: wp.array[wp.int32],
+    sheet: wp.array[wp.int32],
     candidates: wp.array[wp.int32],
-    offset: wp.float64,
     start_radius: wp.float64,
     max_radius: wp.float64,
-    inside_out: wp.array[wp.int32],
+    moved_ratio: wp.float64,
     depth_out: wp.array[wp.float64],
     face_out: wp.array[wp.int32],
 ):
-    """Whether each candidate vertex lies inside the body and, if so, how deep. Launch dim (candidate_count,).
+    """Penetration depth of each inside vertex. Launch dim (candidate_count,).
 
-    Inside: the point ``offset`` outside the vertex along its normal has a winding number above 1/2 (some
-    other part of the surface encloses it). Depth: distance to the nearest face (not containing the vertex)
-    that the vertex lies behind, i.e. whose closest point sees the vertex within ``acos(BEHIND_COS)`` of the
-    face's inward normal; the vertex's own surface (in-plane, beside it) never qualifies. Searched in boxes of
-    doubling radius up to ``max_radius``; deeper vertices report ``max_radius``.
+    ``sheet``: the sheet of each welded vertex (connected inside vertices; -1 for the others). Depth: distance to
+    the nearest face (not containing the vertex) that the vertex lies behind (see :func:`_behind`) and that touches
+    no vertex of the vertex's sheet, or touches it but had the vertex not behind it in the rest pose
+    (``rest_points``) and moved relative to it by more than ``moved_ratio`` times their distance since (see
+    :func:`_moved`). Searched in boxes of doubling radius from ``min(start_radius, max_radius)``, the last one
+    exactly ``max_radius``; deeper vertices report ``max_radius`` and face -1.
     """
     k = wp.tid()
     v = candidates[k]
     wv = welded[v]
+    own = sheet[wv]
     p = points[v]
-    q = p + normals[v] * offset
-    q32 = wp.vec3(wp.float32(q[0]), wp.float32(q[1]), wp.float32(q[2]))
-    hit = wp.mesh_query_point_sign_winding_number(mesh_id, q32, wp.float32(max_radius) * wp.float32(4.0), 2.0, 0.5)
-    inside_out[k] = 0
-    depth_out[k] = wp.float64(0.0)
-    face_out[k] = -1
-    if not hit.result:
-        return
-    if hit.sign >= wp.float32(0.0):
-        return
-    inside_out[k] = 1
+    p_rest = rest_points[v]
     p32 = wp.vec3(wp.float32(p[0]), wp.float32(p[1]), wp.float32(p[2]))
-    radius = start_radius
-    while radius <= max_radius:
+    depth_out[k] = max_radius
+    face_out[k] = -1
+    radius = wp.min(start_radius, max_radius)
+    while radius > wp.float64(0.0):
         r32 = wp.float32(radius)
         query = wp.mesh_query_aabb(mesh_id, p32 - wp.vec3(r32, r32, r32), p32 + wp.vec3(r32, r32, r32))
         j = int(0)  # noqa: UP018, RUF046 (a dynamic Warp variable the query writes)
@@ -420,19 +540,24 @@ def penetration_depth_kernel(
             b0 = points[tris[j, 0]]
             b1 = points[tris[j, 1]]
             b2 = points[tris[j, 2]]
-            n = wp.cross(b1 - b0, b2 - b0)
-            if wp.length(n) == wp.float64(0.0):
+            now = _behind(p, b0, b1, b2)
+            if now[1] == wp.float64(0.0) or now[0] >= best:
                 continue
-            c = _closest_point_triangle(p, b0, b1, b2)
-            d = wp.length(c - p)
-            if wp.dot(p - c, wp.normalize(n)) > -wp.float64(BEHIND_COS) * d:
-                continue
-            if d < best:
-                best = d
-                best_face = j
+            if sheet[welded_tris[j, 0]] == own or sheet[welded_tris[j, 1]] == own or sheet[welded_tris[j, 2]] == own:
+                r0 = rest_points[tris[j, 0]]
+                r1 = rest_points[tris[j, 1]]
+                r2 = rest_points[tris[j, 2]]
+                rest = _behind(p_rest, r0, r1, r2)
+                if rest[1] != wp.float64(0.0) or rest[2] == wp.float64(0.0):
+                    continue
+                if _moved(p_rest, r0, r1, r2, p, b0, b1, b2) <= moved_ratio * now[0]:
+                    continue
+            best = now[0]
+            best_face = j
         if best <= radius:
             depth_out[k] = best
             face_out[k] = best_face
             return
-        radius = radius * wp.float64(2.0)
-    depth_out[k] = max_radius
+        if radius >= max_radius:
+            return
+        radius = wp.min(radius * wp.float64(2.0), max_radius)

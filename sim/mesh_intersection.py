@@ -14,14 +14,19 @@ also gives the length of the intersection segment and a per-pair depth estimate.
 the same test on all pairs without the BVH (the baseline the benchmark compares with).
 
 Penetration depth: on frames with intersections, every vertex is tested for lying inside the body (the
-surface's winding number just outside the vertex; vertices already inside in the rest pose are ignored) and
-an inside vertex's depth is its distance to the nearest face it lies behind (see
-:func:`sim._mesh_intersection_kernels.penetration_depth_kernel`), bounded by its distance to the intersection
-contour (which lies on the enclosing surface). Inside vertices not connected through inside vertices to an
-intersecting face are dropped (creases closer than the test offset, not penetrations). Unlike the per-pair
-estimate, this
-does not depend on the triangle size: a limb pushed 10 cm into the torso has vertices 10 cm deep. A closed
-(watertight) surface gives exact inside tests; small holes only blur them.
+surface's winding number just outside the vertex; vertices already inside in the rest pose are ignored). Inside
+vertices not connected through inside vertices to an intersecting face are dropped (creases closer than the test
+offset, not penetrations); the connected ones form *sheets*, the parts of the surface that went in. An inside
+vertex's depth is its distance to the nearest face it lies behind on the body it went into: faces touching its
+own sheet (a penetrating limb's far side and the faces around the vertex) do not count, except, where one sheet
+holds both the limb and the body it went into (through the crease of a joint), faces the vertex was not behind
+at rest and has moved against since (see :func:`sim._mesh_intersection_kernels.penetration_depth_kernel`). So a
+limb is measured to the surface of the body it is inside, whatever its thickness. The depth is bounded by the
+distance to where the surface leaves the body: the intersection contour (which lies on the enclosing surface)
+and the crossings on edges from inside to outside vertices (also folds whose crossing faces are rest neighbours,
+which no pair records). Unlike the per-pair estimate, this does not depend on the triangle size: a limb pushed
+10 cm into the torso has vertices 10 cm deep. A closed (watertight) surface gives exact inside tests; small holes
+only blur them.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ from . import _mesh_intersection_kernels as K
 from ._warp_setup import init_warp
 from .contact_metrics import character_size
 from .rig import SkinnedMesh
+
+_EXIT_STEPS = (4, 8)
+"""Bisection steps locating where an edge leaves the body: on every edge, then on those that may bound a depth."""
 
 __all__ = [
     "IntersectionFrame",
@@ -62,7 +70,8 @@ class SelfIntersectionConfig:
     inside_offset_rel: float = 1e-4
     """Inside test: distance (x size) outside a vertex, along its normal, at which the winding number is taken."""
     max_depth_rel: float = 0.25
-    """Penetration depths are searched up to this (x size); deeper vertices report this value."""
+    """Penetration depths are searched up to this (x size); deeper vertices report this value (face -1) unless the
+    contour or exit bound is lower."""
 
 
 @dataclass
@@ -76,7 +85,8 @@ class IntersectionFrame:
         face_hit: faces in at least one intersecting pair, shape (face_count,).
         inside_vertices: vertices inside the body (one per welded position), shape (m,).
         inside_depths: their penetration depths [m], shape (m,).
-        inside_faces: for each, the nearest face it lies behind (on the part it is inside), shape (m,).
+        inside_faces: for each, the nearest face it lies behind on the body it is inside (-1: none within
+            ``max_depth_rel`` x size), shape (m,).
     """
 
     pairs: np.ndarray
@@ -315,6 +325,7 @@ class MeshSelfIntersection:
         self._tris = wp.array(tris.astype(np.int32), dtype=wp.int32, device=d)
         self._points64 = wp.zeros(self.vertex_count, dtype=wp.vec3d, device=d)
         self._points32 = wp.array(rest.astype(np.float32), dtype=wp.vec3, device=d)
+        self._rest64 = wp.array(rest, dtype=wp.vec3d, device=d)
         self._mesh = wp.Mesh(
             points=self._points32,
             indices=wp.array(tris.ravel().astype(np.int32), device=d),
@@ -341,13 +352,15 @@ class MeshSelfIntersection:
         self._w_tris = self.welded[tris]
         e = self._w_tris[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2)
         self._edges = np.concatenate([e, e[:, ::-1]])
+        self._edge_faces = np.tile(np.repeat(np.arange(T), 3), 2)  # the face each row of _edges comes from
         self._rep = first[used]
         self._welded_tris = wp.array(self._w_tris.astype(np.int32), dtype=wp.int32, device=d)
         self._welded_wp = wp.array(self.welded.astype(np.int32), dtype=wp.int32, device=d)
         self._first = first
         self._rest_inside_w = np.zeros(W, dtype=bool)  # welded positions already inside the body at rest
         if T:
-            self._rest_inside_w[self.welded[self._inside(rest)[0]]] = True
+            self._upload(rest)
+            self._rest_inside_w[self.welded[self._rep[self._inside(rest, self._rep)]]] = True
 
     @property
     def face_count(self) -> int:
@@ -409,44 +422,58 @@ class MeshSelfIntersection:
         length = np.linalg.norm(n, axis=1, keepdims=True)
         return n / np.maximum(length, 1e-300)
 
-    def _inside(
-        self, pts: np.ndarray, candidates: np.ndarray | None = None, upload: bool = True, normals=None
-    ) -> tuple:
-        """Inside vertices among ``candidates`` (default: all): (vertex ids, depths [m], faces they lie behind)."""
-        if upload:
-            self._upload(pts)
-        cand = self._rep if candidates is None else candidates
-        n = len(cand)
+    def _inside(self, pts: np.ndarray, candidates: np.ndarray, normals=None) -> np.ndarray:
+        """Which of ``candidates`` lie inside the body (points already uploaded), bool shape (n,)."""
+        n = len(candidates)
         if n == 0:
-            return np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)
+            return np.zeros(0, dtype=bool)
         d = self.device
         if normals is None:
             normals = wp.array(self._normals(pts), dtype=wp.vec3d, device=d)
-        cand_wp = wp.array(cand.astype(np.int32), dtype=wp.int32, device=d)
         inside = wp.zeros(n, dtype=wp.int32, device=d)
-        depth = wp.zeros(n, dtype=wp.float64, device=d)
-        face = wp.zeros(n, dtype=wp.int32, device=d)
         cfg = self.config
         wp.launch(
-            K.penetration_depth_kernel,
+            K.inside_kernel,
             dim=n,
             inputs=[
                 self._mesh.id,
                 self._points64,
                 normals,
+                wp.array(candidates.astype(np.int32), dtype=wp.int32, device=d),
+                cfg.inside_offset_rel * self.size,
+                4.0 * cfg.max_depth_rel * self.size,
+            ],
+            outputs=[inside],
+            device=d,
+        )
+        return inside.numpy().astype(bool)
+
+    def _depth_search(self, verts: np.ndarray, sheet: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Depths [m] of the inside vertices ``verts`` and the faces they lie behind (points already uploaded)."""
+        d = self.device
+        depth = wp.zeros(len(verts), dtype=wp.float64, device=d)
+        face = wp.zeros(len(verts), dtype=wp.int32, device=d)
+        cfg = self.config
+        wp.launch(
+            K.penetration_depth_kernel,
+            dim=len(verts),
+            inputs=[
+                self._mesh.id,
+                self._points64,
+                self._rest64,
                 self._tris,
                 self._welded_tris,
                 self._welded_wp,
-                cand_wp,
-                cfg.inside_offset_rel * self.size,
+                wp.array(sheet.astype(np.int32), dtype=wp.int32, device=d),
+                wp.array(verts.astype(np.int32), dtype=wp.int32, device=d),
                 0.02 * self.size,
                 cfg.max_depth_rel * self.size,
+                K.MOVED_RATIO,
             ],
-            outputs=[inside, depth, face],
+            outputs=[depth, face],
             device=d,
         )
-        mask = inside.numpy().astype(bool)
-        return cand[mask], depth.numpy()[mask].copy(), face.numpy()[mask].astype(np.int64)
+        return depth.numpy().copy(), face.numpy().astype(np.int64)
 
     def frame(self, points, method: Method = "bvh", penetration: bool = True) -> IntersectionFrame:
         """Intersecting non-neighbour face pairs of one deformed frame.
@@ -488,44 +515,130 @@ class MeshSelfIntersection:
         )
         if penetration and n:
             pts = np.asarray(points, dtype=np.float64)
-            verts, depths, faces = self._inside_region(pts, np.flatnonzero(result.face_hit))
-            if len(verts):
-                # the contour lies on the enclosing surface, so no inside point is deeper than its distance to it
-                contour = intersection_segments(pts, self.triangles, result.pairs)
-                depths = np.minimum(depths, _point_segment_distance(pts[verts], contour))
+            verts, depths, faces = self._inside_region(pts, result.pairs, np.flatnonzero(result.face_hit))
             result.inside_vertices, result.inside_depths, result.inside_faces = verts, depths, faces
         return result
 
-    def _inside_region(self, pts: np.ndarray, hit_faces: np.ndarray) -> tuple:
-        """Inside vertices connected, through inside vertices, to a vertex of an intersecting face.
+    def _inside_region(self, pts: np.ndarray, pairs: np.ndarray, hit_faces: np.ndarray) -> tuple:
+        """Inside vertices connected, through inside vertices, to a vertex of an intersecting face: (vertex ids,
+        depths [m], faces they lie behind).
 
         A part can only be inside another where the surfaces cross, so the search grows from the intersecting
         faces through inside vertices only (cost follows the penetrating region, not the mesh), and inside
         spots not bounded by an intersection contour (creases closer than the test offset) are never reached.
+        The connected components of the inside vertices are the sheets the depth search treats apart. Depths
+        are bounded by the distance to where the surface leaves the body: the intersection contour of
+        ``pairs`` and the crossings on edges from inside to outside vertices.
         """
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
+
         W = len(self._first)
         normals = wp.array(self._normals(pts), dtype=wp.vec3d, device=self.device)
         tested = self._rest_inside_w.copy()
+        inside = np.zeros(W, dtype=bool)
         frontier = np.zeros(W, dtype=bool)
         frontier[self._w_tris[hit_faces].ravel()] = True
         a, b = self._edges[:, 0], self._edges[:, 1]
-        found_v, found_d, found_f = [], [], []
         while True:
             frontier &= ~tested
             if not frontier.any():
                 break
             tested |= frontier
-            verts, depths, faces = self._inside(pts, self._first[frontier], upload=False, normals=normals)
-            found_v.append(verts)
-            found_d.append(depths)
-            found_f.append(faces)
-            inside = np.zeros(W, dtype=bool)
-            inside[self.welded[verts]] = True
+            found = np.zeros(W, dtype=bool)
+            found[np.flatnonzero(frontier)[self._inside(pts, self._first[frontier], normals)]] = True
+            inside |= found
             frontier = np.zeros(W, dtype=bool)
-            frontier[b[inside[a]]] = True
-        if not found_v:
-            return np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)
-        return np.concatenate(found_v), np.concatenate(found_d), np.concatenate(found_f)
+            frontier[b[found[a]]] = True
+        verts = self._first[np.flatnonzero(inside)]
+        if len(verts) == 0:
+            return verts, np.zeros(0), np.zeros(0, np.int64)
+        keep = inside[a] & inside[b]
+        graph = coo_matrix((np.ones(int(keep.sum())), (a[keep], b[keep])), shape=(W, W))
+        sheet = np.where(inside, connected_components(graph, directed=False)[1], -1)
+        depths, faces = self._depth_search(verts, sheet)
+        # the contour lies on the enclosing surface, so no inside point is deeper than its distance to it
+        contour = intersection_segments(pts, self.triangles, pairs)
+        depths = np.minimum(depths, _point_segment_distance(pts[verts], contour))
+        # nor than its distance to where an edge from an inside to an outside vertex leaves the body where no pair
+        # records it (the crossing face is a rest neighbour: folds); edges crossing a face that one of their faces
+        # intersects leave it on the contour
+        exit_edge = np.flatnonzero(inside[a] & tested[b] & ~inside[b] & ~self._rest_inside_w[b])
+        code = a[exit_edge] * W + b[exit_edge]
+        code = np.setdiff1d(code, code[self._crosses_partner(pts, exit_edge, pairs)])
+        inner, outer = self._first[code // W], self._first[code % W]
+        return verts, self._exit_bound(pts, verts, depths, inner, outer, normals), faces
+
+    def _crosses_partner(self, pts: np.ndarray, rows: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+        """Whether each edge ``self._edges[rows]`` crosses a face its face (``self._edge_faces``) intersects in
+        ``pairs`` (segment-triangle test, closed), bool shape (len(rows),)."""
+        keys = np.concatenate([pairs[:, 0], pairs[:, 1]])
+        offsets, partners = _csr(keys, np.concatenate([pairs[:, 1], pairs[:, 0]]), self.face_count)
+        rep, face = _gather(offsets, partners, self._edge_faces[rows])
+        p = pts[self._first[self._edges[rows[rep], 0]]]
+        d = pts[self._first[self._edges[rows[rep], 1]]] - p
+        A, B, C = (pts[self.triangles[face, k]] for k in range(3))
+        e1, e2 = B - A, C - A
+        h = np.cross(d, e2)
+        det = np.einsum("nc,nc->n", e1, h)
+        ok = np.abs(det) > 1e-300
+        inv = np.where(ok, 1.0 / np.where(ok, det, 1.0), 0.0)
+        s = p - A
+        u = np.einsum("nc,nc->n", s, h) * inv
+        qv = np.cross(s, e1)
+        v = np.einsum("nc,nc->n", d, qv) * inv
+        t = np.einsum("nc,nc->n", e2, qv) * inv
+        hit = ok & (u >= 0) & (v >= 0) & (u + v <= 1) & (t >= 0) & (t <= 1)
+        covered = np.zeros(len(rows), dtype=bool)
+        covered[rep[hit]] = True
+        return covered
+
+    def _exit_bound(self, pts, verts, depths, inner, outer, normals) -> np.ndarray:
+        """``depths`` of ``verts`` bounded by their distance to where the edges ``inner -> outer`` leave the body.
+
+        Coarse bisection of every edge, then fine bisection of the edges whose bracket passes closer to some vertex
+        than its bound so far (no other can lower one). The exit point taken is the outside end of the final
+        bracket, so each bound is a distance to a point outside the body.
+        """
+        from scipy.spatial import cKDTree
+
+        if len(inner) == 0:
+            return depths
+        d = self.device
+        cfg = self.config
+        coarse, fine = _EXIT_STEPS
+        test = [cfg.inside_offset_rel * self.size, 4.0 * cfg.max_depth_rel * self.size]
+
+        def bisect(edges: np.ndarray, start: np.ndarray, steps: int) -> np.ndarray:
+            bracket = wp.array(start, dtype=wp.vec2d, device=d)
+            ends = [wp.array(x[edges].astype(np.int32), dtype=wp.int32, device=d) for x in (inner, outer)]
+            wp.launch(
+                K.exit_bracket_kernel,
+                dim=len(edges),
+                inputs=[self._mesh.id, self._points64, normals, *ends, *test, steps],
+                outputs=[bracket],
+                device=d,
+            )
+            return bracket.numpy().copy()
+
+        p, ab = pts[inner], pts[outer] - pts[inner]
+        x = pts[verts]
+        bracket = bisect(np.arange(len(inner)), np.tile([0.0, 1.0], (len(inner), 1)), coarse)
+        bound = np.minimum(depths, cKDTree(p + ab * bracket[:, 1:]).query(x)[0])
+        # edges whose bracket (the segment the exit point lies on) passes closer to some vertex than its bound
+        lo, hi = p + ab * bracket[:, :1], p + ab * bracket[:, 1:]
+        reach = 0.5 * float(np.linalg.norm(hi - lo, axis=1).max())
+        near = cKDTree(0.5 * (lo + hi)).query_ball_point(x, bound + reach)
+        rows = np.repeat(np.arange(len(verts)), [len(n) for n in near])
+        cols = np.concatenate(near).astype(np.int64)
+        seg = hi[cols] - lo[cols]
+        t = np.einsum("nc,nc->n", x[rows] - lo[cols], seg) / np.maximum(np.einsum("nc,nc->n", seg, seg), 1e-300)
+        gap = np.linalg.norm(x[rows] - lo[cols] - seg * np.clip(t, 0.0, 1.0)[:, None], axis=1)
+        need = np.unique(cols[gap < bound[rows]])
+        if len(need) == 0:
+            return bound
+        refined = bisect(need, bracket[need], fine)
+        return np.minimum(bound, cKDTree(p[need] + ab[need] * refined[:, 1:]).query(x)[0])
 
     def motion(self, points, method: Method = "bvh", penetration: bool = True) -> SelfIntersectionMetrics:
         """Runs :meth:`frame` on every frame of ``points`` (F, V, 3) [m] and summarizes."""

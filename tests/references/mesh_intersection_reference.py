@@ -5,6 +5,9 @@ other, so the segment is the convex hull of the points where the 3 edges of each
 triangle (segment-triangle tests, Moller-Trumbore with closed boundaries). The pair intersects when those
 points span a positive length; the length is their largest pairwise distance. Every pair of faces that is not
 excluded is tested, vectorized in chunks.
+
+For penetration depths: point-triangle distances (plane projection or nearest edge), exact winding numbers (solid
+angles), and the distance from a vertex to the nearest point outside the body by sampling the faces around it.
 """
 
 from __future__ import annotations
@@ -89,3 +92,78 @@ def self_intersections_reference(
     lengths = np.concatenate(out_l) if out_l else np.zeros(0)
     order = np.lexsort((pairs[:, 1], pairs[:, 0]))
     return pairs[order], lengths[order]
+
+
+def _point_triangle_distance_matrix(p: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """Distances (k, n) from points p (k, 3) to triangles ABC (n, 3 each)."""
+    n = np.cross(B - A, C - A)
+    n /= np.maximum(np.linalg.norm(n, axis=1, keepdims=True), 1e-300)
+    p = p[:, None]
+    h = np.einsum("knc,nc->kn", p - A, n)
+    q = p - h[..., None] * n
+    inside = np.ones(h.shape, dtype=bool)
+    for X, Y in ((A, B), (B, C), (C, A)):
+        inside &= np.einsum("knc,nc->kn", np.cross(Y - X, q - X), n) >= 0.0
+    best = np.where(inside, np.abs(h), np.inf)
+    for X, Y in ((A, B), (B, C), (C, A)):
+        e = Y - X
+        t = np.clip(np.einsum("knc,nc->kn", p - X, e) / np.einsum("nc,nc->n", e, e), 0.0, 1.0)
+        best = np.minimum(best, np.linalg.norm(p - (X + t[..., None] * e), axis=-1))
+    return best
+
+
+def point_triangle_distances(points: np.ndarray, tri_points: np.ndarray, chunk: int = 2_000_000) -> np.ndarray:
+    """Distance from each point (m, 3) to the nearest of the triangles (n, 3, 3), shape (m,).
+
+    A point whose projection onto a triangle's plane falls inside it (edge-side signs) is at its plane distance;
+    otherwise the nearest point is on one of the three edges (clamped segment projections).
+    """
+    P = np.asarray(points, dtype=np.float64)
+    T = np.asarray(tri_points, dtype=np.float64)
+    step = max(1, chunk // max(len(T), 1))
+    parts = [_point_triangle_distance_matrix(P[s : s + step], T[:, 0], T[:, 1], T[:, 2]).min(axis=1)
+             for s in range(0, len(P), step)]  # fmt: skip
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def winding_numbers(queries: np.ndarray, points: np.ndarray, triangles: np.ndarray) -> np.ndarray:
+    """Winding number of the closed surface at each query point (k, 3): the triangles' solid angles (Van Oosterom
+    and Strackee) summed over 4 pi; 1 inside, 0 outside."""
+    X = np.asarray(points, dtype=np.float64)[np.asarray(triangles)]
+    Q = np.asarray(queries, dtype=np.float64)
+    out = np.zeros(len(Q))
+    for s in range(0, len(Q), 64):
+        a, b, c = (X[None, :, k] - Q[s : s + 64, None] for k in range(3))
+        la, lb, lc = (np.linalg.norm(v, axis=-1) for v in (a, b, c))
+        num = np.einsum("kti,kti->kt", a, np.cross(b, c))
+        den = la * lb * lc + np.einsum("kti,kti->kt", a, b) * lc + np.einsum("kti,kti->kt", b, c) * la
+        den += np.einsum("kti,kti->kt", c, a) * lb
+        out[s : s + 64] = (2.0 * np.arctan2(num, den)).sum(axis=1) / (4.0 * np.pi)
+    return out
+
+
+def distance_to_outside(points, triangles, vertex: int, radius: float, offset: float, samples: int = 25) -> float:
+    """Distance from ``points[vertex]`` to the nearest point outside the body (winding number below 1/2) found by
+    sampling every face within ``radius`` on a barycentric grid, ``offset`` off its outer side: an upper bound on
+    the true distance, to within the grid spacing (inf when none is found)."""
+    P = np.asarray(points, dtype=np.float64)
+    X = P[np.asarray(triangles)]
+    p = P[vertex]
+    u, w = np.meshgrid(np.linspace(0, 1, samples), np.linspace(0, 1, samples))
+    keep = u + w <= 1
+    u, w = u[keep], w[keep]
+    near = _point_triangle_distance_matrix(p[None], X[:, 0], X[:, 1], X[:, 2])[0] < radius
+    best = np.inf
+    for A, B, C in X[near]:
+        n = np.cross(B - A, C - A)
+        length = np.linalg.norm(n)
+        if length == 0.0:
+            continue
+        S = A + np.outer(u, B - A) + np.outer(w, C - A)
+        S = S[np.linalg.norm(S - p, axis=1) < min(best, radius)]
+        if len(S) == 0:
+            continue
+        out = winding_numbers(S + offset * n / length, P, triangles) < 0.5
+        if out.any():
+            best = min(best, float(np.linalg.norm(S[out] - p, axis=1).min()))
+    return best

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from mesh_cases import fold, tube, two_boxes
+from mesh_cases import box, fold, tube, two_boxes
 from mesh_intersection_reference import self_intersections_reference
 
 from sim.mesh_intersection import (
@@ -176,3 +176,126 @@ def test_contour_segments_agree_with_the_kernel_when_an_edge_lies_in_the_other_p
         edge = a[:2] @ rot.T + offset
         np.testing.assert_allclose(sorted(map(tuple, seg)), sorted(map(tuple, edge)), atol=1e-9)
     assert compared >= 5
+
+
+def _pushed_into_unit_box(lower: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Unit box A (faces 0..11; its top z = 1 is faces 10, 11) and an 8-vertex solid B (``box`` topology, vertex
+    4 ix + 2 iy + iz) with corners ``lower``: triangles, rest points with B 5 m above, posed points."""
+    va, ta = box((0, 0, 0), (1, 1, 1))
+    _, tb = box((0, 0, 0), (1, 1, 1))
+    return np.concatenate([ta, tb + 8]), np.concatenate([va, lower + np.array([0, 0, 5])]), np.concatenate([va, lower])
+
+
+@pytest.mark.parametrize("width", [0.05, 0.3])
+@pytest.mark.parametrize("d", [0.1, 0.15])
+def test_thin_limb_is_measured_to_the_body_it_went_into(width, d):
+    """A stick ``width`` wide pushed ``d`` into the box: its bottom corners lie exactly ``d`` below the box's top. The
+    stick's own far side (``width`` away, with the corners behind it) capped the thin stick's depth at 0.05."""
+    stick, _ = box((0.5 - width / 2, 0.5 - width / 2, 1 - d), (0.5 + width / 2, 0.5 + width / 2, 1.5))
+    tris, rest, pts = _pushed_into_unit_box(stick)
+    frame = MeshSelfIntersection(tris, rest, size=1.0).frame(pts)
+    np.testing.assert_array_equal(np.sort(frame.inside_vertices), [8, 10, 12, 14])  # the bottom corners (iz = 0)
+    np.testing.assert_allclose(frame.inside_depths, d, atol=1e-9)
+    assert set(frame.inside_faces.tolist()) <= {10, 11}
+    assert frame.penetration_depth == pytest.approx(d, abs=1e-9)
+
+
+@pytest.mark.parametrize("angle", [75.0, 90.0, 105.0])
+def test_arm_swung_into_the_torso_is_as_deep_as_its_distance_to_the_torso(angle):
+    """The built-in biped's left arm swung ``angle`` degrees into its torso: the deepest arm vertex is ~0.107 m from the
+    torso's surface (float64 distance to every face outside the arm); the depth was 0.041 m at every angle."""
+    from audit_cases import limb_through_body
+    from mesh_intersection_reference import point_triangle_distances
+
+    import sim
+    from sim import characters
+
+    rig, _ = characters.build("biped")
+    rest = sim.Motion(30.0, rig.rest_translations[:1], rig.rest_rotations[None])
+    points = sim.skin_motion(rig, limb_through_body(rig, rest, "left_upper_arm", 0, 1, -angle))[0][0]
+    mesh = rig.merged_mesh()
+    checker = MeshSelfIntersection(mesh.triangles, mesh.points)
+    frame = checker.frame(points)
+    arm = [rig.joint_index(n) for n in ("left_clavicle", "left_upper_arm", "left_lower_arm", "left_hand")]
+    on_arm = np.isin(face_labels(mesh), arm)
+    weights = np.zeros((mesh.vertex_count, rig.joint_count))
+    np.add.at(weights, (np.arange(mesh.vertex_count)[:, None], mesh.influence_joints), mesh.influence_weights)
+    arm_inside = frame.inside_vertices[np.isin(weights[frame.inside_vertices].argmax(axis=1), arm)]
+    assert len(arm_inside) > 100
+    to_torso = point_triangle_distances(points[arm_inside], points[mesh.triangles[~on_arm]])
+    assert to_torso.max() > 0.1
+    got = dict(zip(frame.inside_vertices.tolist(), frame.inside_depths.tolist(), strict=True))
+    deepest = arm_inside[np.argmax(to_torso)]
+    assert got[int(deepest)] == pytest.approx(to_torso.max(), abs=1e-3 * checker.size)
+    assert frame.penetration_depth == pytest.approx(to_torso.max(), abs=1e-3 * checker.size)
+
+
+@pytest.mark.parametrize("d", [0.18, 0.2, 0.24])
+def test_depth_between_the_last_doubled_box_and_max_depth(d):
+    """A frustum (bottom 0.4 wide, top 0.1) pushed ``d`` into the box: its bottom corners lie ``d`` below the box's top,
+    farther from the contour (on its slanted sides). The search doubled 0.02 .. 0.16, skipped 0.25 and reported
+    max_depth (0.25, face -1) for any d in (0.16, 0.25]."""
+    frustum, _ = box((0, 0, 0), (1, 1, 1))
+    half = np.where(frustum[:, 2] == 0, 0.2, 0.05)[:, None]
+    frustum = np.concatenate([0.5 + (2 * frustum[:, :2] - 1) * half, np.where(frustum[:, 2:] == 0, 1 - d, 1.02)], 1)
+    tris, rest, pts = _pushed_into_unit_box(frustum)
+    frame = MeshSelfIntersection(tris, rest, size=1.0).frame(pts)
+    bottom = np.isin(frame.inside_vertices, [8, 10, 12, 14])
+    assert bottom.sum() == 4
+    np.testing.assert_allclose(frame.inside_depths[bottom], d, atol=1e-9)
+    assert set(frame.inside_faces[bottom].tolist()) <= {10, 11}
+
+
+def test_depth_search_below_its_first_box():
+    """max_depth_rel 0.01 below the search's first box (0.02): a slab 0.002 in reports its face, not -1."""
+    slab, _ = box((0.35, 0.35, 1 - 0.002), (0.65, 0.65, 1.5))
+    tris, rest, pts = _pushed_into_unit_box(slab)
+    frame = MeshSelfIntersection(tris, rest, SelfIntersectionConfig(max_depth_rel=0.01), size=1.0).frame(pts)
+    np.testing.assert_allclose(frame.inside_depths, 0.002, atol=1e-9)
+    assert set(frame.inside_faces.tolist()) <= {10, 11}
+
+
+def test_collinear_triangle_never_intersects_after_round_off():
+    """B's vertices are collinear (a segment touching A at one point); rotated, its cross product is ~1e-15, not 0,
+    and the pair was reported intersecting in ~40% of rotations. A sliver of aspect 1e-6 crossing A still is."""
+    from sim.rotations import quat_to_matrix
+
+    a = np.array([[-1.0, 1, -1], [-1, 0, -1], [-1, -2, 1]])
+    segment = np.array([[-1.0, -2, -2], [-1, -2, -1], [-1, -2, 2]])
+    sliver = np.array([[-1.5, -0.5, -0.3], [-0.5, -0.5, -0.3], [-1.0, -0.5, -0.3 + 1e-6]])
+    tris = np.array([[0, 1, 2], [3, 4, 5]])
+    config = SelfIntersectionConfig(ring_count=0, rest_clearance_rel=0)
+    rng = np.random.default_rng(0)
+    sliver_hits = 0
+    for _ in range(50):
+        rot, offset = quat_to_matrix(rng.normal(size=4)), rng.normal(size=3) * 10
+        for other, hits in ((segment, 0), (sliver, 1)):
+            pts = np.concatenate([a, other]) @ rot.T + offset
+            rest = pts + np.array([[0, 0, 0]] * 3 + [[0, 0, 10]] * 3)
+            frame = MeshSelfIntersection(tris, rest, config, size=4.0).frame(pts, penetration=False)
+            assert len(frame.pairs) == hits
+            sliver_hits += hits
+    assert sliver_hits == 50
+
+
+def test_fold_vertex_is_no_deeper_than_its_distance_to_outside():
+    """The built-in biped's idle, frame 90: its deepest inside vertices sit in a fold of the armpit whose crossing
+    faces are rest neighbours (no pair records it), 0.4-1 mm from the outside (float64 winding numbers around
+    them); they were reported 22 mm deep. Where their edges to outside vertices leave the body bounds them."""
+    from mesh_intersection_reference import distance_to_outside
+
+    import sim
+    from sim import characters
+
+    rig, clips = characters.build("biped-idle")
+    idle = clips["idle"]
+    points = sim.skin_motion(rig, sim.Motion(idle.fps, idle.root_translations[90:91], idle.rotations[90:91]))[0][0]
+    mesh = rig.merged_mesh()
+    checker = MeshSelfIntersection(mesh.triangles, mesh.points)
+    frame = checker.frame(points)
+    assert len(frame.pairs) > 0
+    for k in np.argsort(-frame.inside_depths)[:3]:
+        v = int(frame.inside_vertices[k])
+        outside = distance_to_outside(points, mesh.triangles, v, 0.005 * checker.size, 1e-6 * checker.size)
+        assert frame.inside_depths[k] <= outside + 1e-6 * checker.size
+    assert frame.penetration_depth < 0.002
