@@ -5,8 +5,8 @@
 #   .venv/bin/python examples/audit.py --input procedural:biped-walk --output out/audit-biped
 #
 # Writes OUTPUT/report.json (every metric, threshold, pass/fail per check, failing frame ranges, body parts),
-# OUTPUT/timeline.png and OUTPUT/worst_frame.png, each atomically; an earlier report there is removed first, and
-# an interrupted write is removed, never left half-written.
+# OUTPUT/timeline.png and OUTPUT/worst_frame.png, each atomically; an earlier report there is removed first (a
+# `note: replacing` line says so), and an interrupted write is removed, never left half-written.
 # Exit status: 0 when every check passes, 1 when any fails, 2 on bad input (one line naming file and problem),
 # 130 interrupted by Ctrl-C, 143 stopped by SIGTERM (kill, docker stop: handled as Ctrl-C is).
 """Audit an animation (UsdSkel stage, glTF clip, BVH, or procedural:NAME) for physical plausibility."""
@@ -22,6 +22,11 @@ import tyro
 from sim import RigError
 from sim.audit import AuditConfig
 from usd_io import AUDIT_FILES, InputError, audit_asset, interrupt_exit_status, load_asset, stop_on_sigterm, write_audit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # for the examples' shared helpers only
+from _example_cli import check_not_empty, error_text, note_replacing, print_error
+
+sys.path.pop(0)
 
 
 @dataclass
@@ -59,6 +64,11 @@ def main(cfg: AuditCliConfig) -> int:
 
 
 def _audit(cfg: AuditCliConfig) -> int:
+    try:
+        check_not_empty(cfg.input, "--input", "the animation to audit (or procedural:NAME)")
+    except ValueError as e:
+        print_error(e)
+        return 2
     options = {}
     if cfg.meters_per_unit is not None:
         if not cfg.input.lower().endswith(".bvh"):
@@ -68,20 +78,21 @@ def _audit(cfg: AuditCliConfig) -> int:
     try:
         cfg.audit.check()  # a bad threshold is a settings error, reported before loading anything
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print_error(e, cfg)  # naming the flag (--audit.penetration-rel), not the field (AuditConfig.penetration_rel)
         return 2
     try:
         asset = load_asset(cfg.input, skeleton=cfg.skeleton, **options)
         report = audit_asset(asset, cfg.clip, cfg.audit)
     except (InputError, RigError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print_error(e, cfg)
         return 2
     except ValueError as e:  # e.g. a clip whose frames cannot be measured
-        print(f"error: {cfg.input}: {e}", file=sys.stderr)
+        print(f"error: {cfg.input}: {error_text(e, cfg)}", file=sys.stderr)
         return 2
     try:
         # an earlier report's files would pass for this one's until each is replaced (or for ever, when interrupted)
         if cfg.output.is_dir():
+            note_replacing(cfg.output / "report.json")  # an earlier report
             _remove_report(cfg.output)
         try:
             write_audit(cfg.output, asset.rig, report=report, motion=asset.clip(cfg.clip))
@@ -89,7 +100,7 @@ def _audit(cfg: AuditCliConfig) -> int:
             _remove_report(cfg.output)  # half a report
             raise
     except InputError as e:  # the folder cannot be created or written (names it and the reason)
-        print(f"error: {e}", file=sys.stderr)
+        print_error(e, cfg)
         return 2
     except OSError as e:
         print(f"error: {cfg.output}: cannot write the report ({e.strerror or e})", file=sys.stderr)

@@ -5,6 +5,8 @@
 #
 # Writes OUTPUT atomically and, unless --no-audit, OUTPUT.audit/CLIP/ for every written clip; an earlier run's
 # OUTPUT.audit is removed first (also with --no-audit), and an interrupted audit is removed, never left half-written.
+# Replacing an existing OUTPUT (or OUTPUT.audit) prints a `note: replacing PATH` line. Every clip is held to joint
+# limits derived from all of the file's clips, as examples/audit.py holds it.
 # Every clip is audited before the stage is written: a clip the audit cannot measure (e.g. a skeleton with no extent)
 # is refused with nothing written (--no-audit converts it anyway); a failure writing the audit removes the stage.
 # Exit status: 0 on success, 2 on bad input (one-line error naming the file and the problem; nothing written),
@@ -22,7 +24,7 @@ from pathlib import Path
 import tyro
 
 from sim import RigError
-from sim.audit import audit_motion
+from sim.audit import audit_motion, derived_joint_limits
 from usd_io import (
     InputError,
     audit_folder_name,
@@ -32,6 +34,11 @@ from usd_io import (
     write_audit,
     write_usdskel,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # for the examples' shared helpers only
+from _example_cli import audit_verdict, check_not_empty, note_replacing, print_error
+
+sys.path.pop(0)
 
 USD_SUFFIXES = (".usda", ".usdc", ".usd")
 
@@ -73,13 +80,17 @@ def _check_output(cfg: ConvertConfig, audit_root: Path) -> None:
         raise InputError(output, "output", f"cannot reach it ({e.strerror or e})") from e
 
 
-def _audit_reports(cfg: ConvertConfig, rig, clips) -> list:
+def _audit_reports(cfg: ConvertConfig, asset, clips) -> list:
     """Every clip's audit report, computed before anything is written: InputError naming the input and the clip
-    when the audit cannot measure a clip (e.g. a rig whose bind pose has no extent)."""
-    reports = []
+    when the audit cannot measure a clip (e.g. a rig whose bind pose has no extent). The joint limits come from
+    all of the file's clips (also with --clip), as examples/audit.py (usd_io.audit_asset) derives them: a clip's
+    own range alone gave the two another verdict for the same clip."""
+    rig, limits, reports = asset.rig, None, []
     for motion in clips:
         try:
-            reports.append(audit_motion(rig, motion, source=f"{cfg.input}#{motion.name}"))
+            if limits is None:
+                limits = derived_joint_limits(rig, list(asset.clips.values()))
+            reports.append(audit_motion(rig, motion, limits=limits, source=f"{cfg.input}#{motion.name}"))
         except (RigError, ValueError) as e:
             raise InputError(cfg.input, f"clip {motion.name!r}", f"cannot be audited: {e} (or pass --no-audit)") from e
     return reports
@@ -93,6 +104,11 @@ def _remove_outputs(cfg: ConvertConfig, audit_root: Path) -> None:
 
 
 def main(cfg: ConvertConfig) -> int:
+    try:
+        check_not_empty(cfg.input, "--input", "the file to convert (or procedural:NAME)")
+    except ValueError as e:
+        print_error(e)
+        return 2
     options = {}
     if cfg.meters_per_unit is not None:
         if not cfg.input.lower().endswith(".bvh"):
@@ -110,17 +126,15 @@ def main(cfg: ConvertConfig) -> int:
             _check_output(cfg, audit_root)  # fail before loading (and auditing), with nothing written
             asset = load_asset(cfg.input, skeleton=cfg.skeleton, **options)
             clips = [asset.clip(cfg.clip)] if cfg.clip is not None else list(asset.clips.values())
-            reports = _audit_reports(cfg, asset.rig, clips) if cfg.audit else []
+            reports = _audit_reports(cfg, asset, clips) if cfg.audit else []
+            note_replacing(cfg.output, audit_root)  # an earlier stage (or its audit) there
             write_usdskel(cfg.output, asset.rig, clips)
             written = True
             # an earlier run's audit (other clips, or none wanted) would pass for this stage's
             if audit_root.is_dir():
                 shutil.rmtree(audit_root)
-        except (InputError, RigError, ValueError) as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        except KeyError as e:  # unknown clip name; the message lists the available ones
-            print(f"error: {e.args[0]}", file=sys.stderr)
+        except (InputError, RigError, ValueError, KeyError) as e:  # KeyError: an unknown clip, listing the others
+            print_error(e, cfg)
             return 2
         rig = asset.rig
         vertices = sum(m.vertex_count for m in rig.meshes)
@@ -135,8 +149,7 @@ def main(cfg: ConvertConfig) -> int:
                     _remove_outputs(cfg, audit_root)
                     print(f"error: {e} (audit of clip {motion.name!r}; {cfg.output} removed)", file=sys.stderr)
                     return 2
-                failed = ", ".join(c.name for c in report.failed_checks)
-                print(f"audit {motion.name}: {'failed ' + failed if failed else 'passed'}")
+                print(f"audit {motion.name}: {audit_verdict(report)}")
             print(f"wrote {audit_root}/")
         return 0
     except KeyboardInterrupt as e:

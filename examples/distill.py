@@ -40,6 +40,31 @@ from sim.audit import AuditConfig  # noqa: E402
 from sim.contact_metrics import joint_limits_from_motions  # noqa: E402
 from usd_io import AUDIT_FILES, InputError, interrupt_exit_status, load_asset, stop_on_sigterm, write_audit  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # for the examples' shared helpers only
+from _example_cli import audit_verdict, check_not_empty, print_error  # noqa: E402
+
+sys.path.pop(0)
+
+FLAGS = {
+    "DistillConfig.frames": "--frames",
+    "DistillConfig.fps": "--fps",
+    "OptimConfig.steps": "--steps",
+    "OptimConfig.key_count": "--key-count",
+    "OptimConfig.seed": "--seed",
+    "OptimConfig.checkpoint_every": "--checkpoint-every",
+    "OptimConfig.preview_every": "--preview-every",
+    "RenderConfig.width": "--width",
+    "RenderConfig.height": "--height",
+    "CameraConfig.azimuths_deg": "--azimuths",
+    "GuidanceConfig.model": "--guidance-model",
+    "GuidanceConfig.dtype": "--guidance-dtype",
+    "GuidanceConfig.device": "--guidance-device",
+    "GuidanceConfig.guidance_scale": "--guidance-scale",
+    "LossWeights.pose_prior": "--pose-prior-weight",
+}
+"""The settings of the run's config (the preset's, DistillConfig) that flags of this CLI set: error lines name the
+flag, not the field (``--steps: must be an integer >= 1``, not ``OptimConfig.steps: ...``)."""
+
 
 @dataclass
 class DistillCLI:
@@ -182,13 +207,14 @@ def _check_audit_folder(cli: DistillCLI) -> None:
 
 def main(cli: DistillCLI) -> int:
     try:
+        check_not_empty(cli.asset, "--asset", "the character (a file or procedural:NAME)")
         _check_cli(cli)
         device = resolve_device(cli.device, "--device")
         if cli.guidance_device != "auto":
             resolve_device(cli.guidance_device, "--guidance-device")
         cfg = build_config(cli)  # every setting is checked here (ValueError naming the field)
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print_error(e, cli, FLAGS)
         return 2
     if cli.threads is not None:
         torch.set_num_threads(cli.threads)
@@ -204,26 +230,27 @@ def main(cli: DistillCLI) -> int:
         oracle = None
         if cli.guidance == "oracle":
             oracle = sample_clip(asset.clip(cli.oracle_clip), cfg.frames, cfg.fps, rig=asset.rig)
-        prior = None
+        prior, prior_warning = None, None
         if cli.pose_prior is not None:
             from posespace import PoseSpace
 
-            prior = PoseSpace.load(cli.pose_prior).pose_prior(asset.rig)
+            space = PoseSpace.load(cli.pose_prior)
+            prior_warning = space.training_warning()  # e.g. trained for only 3 steps, as track and posespace say
+            prior = space.pose_prior(asset.rig)
         distiller = Distiller(
             asset.rig, cfg, cli.output, oracle_motion=oracle, device=device, pose_prior=prior, source=cli.asset
         )
-    except (InputError, RigError, GuidanceModelError, FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)  # ValueError: settings only the models can check, a bad pose space
+    except (InputError, RigError, GuidanceModelError, FileNotFoundError, ValueError, KeyError) as e:
+        print_error(e, cli, FLAGS)  # ValueError: settings only the models can check, a bad pose space; KeyError: clip
         return 2
-    except KeyError as e:  # unknown clip; the message lists the available ones
-        print(f"error: {e.args[0]}", file=sys.stderr)
-        return 2
+    if prior_warning:
+        print(f"warning: {prior_warning}", file=sys.stderr)
     try:
         # starting afresh also removes an earlier run's audit, which would pass for this one's
         stale = [f"audit/{name}" for name in AUDIT_FILES]
         result = distiller.run(resume=cli.resume, progress=not cli.quiet, overwrite=cli.overwrite, stale=stale)
     except (ResumeError, InputError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print_error(e, cli, FLAGS)  # "continue it with --resume", without the API's "(resume=True)"
         return 2
     except FloatingPointError as e:  # a non-finite loss or gradient; nothing of that step was saved
         print(f"error: {e}", file=sys.stderr)
@@ -272,7 +299,7 @@ def _audit(cli: DistillCLI, asset, motion) -> int:
         remove_report()
         report = write_audit(audit_dir, asset.rig, motion, limits=limits, source=f"{cli.asset} (distilled)")
     except InputError as e:  # e.g. no space left (OUTPUT/audit being a file is refused before the optimization)
-        print(f"error: {e}", file=sys.stderr)
+        print_error(e, cli)
         return 2
     except (RigError, ValueError) as e:  # a motion the audit cannot measure; the run's outputs are kept
         print(f"error: {cli.asset}: audit: {e} (the distilled motion and the checkpoint are kept)", file=sys.stderr)
@@ -280,9 +307,7 @@ def _audit(cli: DistillCLI, asset, motion) -> int:
     except KeyboardInterrupt:
         remove_report()
         raise
-    failed = ", ".join(c.name for c in report.failed_checks)
-    verdict = "failed " + failed if failed else "passed"
-    print(f"audit: {verdict} (joint limits from {basis}; {cli.output / 'audit' / 'report.json'})")
+    print(f"audit: {audit_verdict(report)} (joint limits from {basis}; {cli.output / 'audit' / 'report.json'})")
     return 0
 
 

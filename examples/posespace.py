@@ -1,24 +1,28 @@
-# Pose space (ViPS): train a pose diffusion model over several skeletons, then sample, solve IK, interpolate and
-# evaluate it. Every command that writes poses writes a UsdSkel stage (one SkelAnimation, one pose per frame); sample
-# and ik stand each pose on the ground (lowest point at z = 0), interpolate carries its ends' placement.
-#
-#   .venv/bin/python examples/posespace.py train --output runs/posespace                 # acceptance training
-#   .venv/bin/torchrun --nproc_per_node 4 examples/posespace.py train --output runs/ps   # several processes
-#       (or `accelerate launch [--multi_gpu] [--num_machines N ...] examples/posespace.py train ...`)
-#   .venv/bin/python examples/posespace.py sample --checkpoint runs/posespace/posespace.pt \
-#       --rig ../shared/assets/gltf/Fox.glb --count 64 --output out/fox_samples.usda
-#   .venv/bin/python examples/posespace.py ik --checkpoint runs/posespace/posespace.pt \
-#       --rig ../shared/assets/bvh/131_02.bvh --handles-from-frames 0 100 200 --output out/ik.usda
-#   .venv/bin/python examples/posespace.py interpolate --checkpoint runs/posespace/posespace.pt \
-#       --rig ../shared/assets/gltf/Fox.glb --a Run:0 --b Survey:40 --steps 30 --output out/interp.usda
-#   .venv/bin/python examples/posespace.py evaluate --checkpoint runs/posespace/posespace.pt --output out/eval
-#
-# train refuses an --output folder holding an earlier run (checkpoint.pt or posespace.pt): --resume continues it,
-# --overwrite starts afresh there.
-# Exit status: 0 on success, 1 when training diverges (the last good checkpoint is kept), 2 on bad input or a refused
-# folder (one line naming the file and the problem), 130 on Ctrl-C (train names the checkpoint to --resume from),
-# 143 on SIGTERM (kill, docker stop, a Slurm time limit: handled as Ctrl-C is).
-"""Pose space: train | sample | ik | interpolate | evaluate (see the banner above)."""
+"""Pose space (ViPS): train | sample | ik | interpolate | evaluate; `posespace.py COMMAND --help` lists its options.
+
+Trains a pose diffusion model over several skeletons, then samples, solves IK, interpolates and evaluates it. Every
+command that writes poses writes a UsdSkel stage (one SkelAnimation, one pose per frame; an existing one is replaced,
+with a `note: replacing PATH` line); sample and ik stand each pose on the ground (lowest point at z = 0), interpolate
+carries its ends' placement.
+
+  .venv/bin/python examples/posespace.py train --output runs/posespace                 # acceptance training
+  .venv/bin/torchrun --nproc_per_node 4 examples/posespace.py train --output runs/ps   # several processes
+      (or `accelerate launch [--multi_gpu] [--num_machines N ...] examples/posespace.py train ...`)
+  .venv/bin/python examples/posespace.py sample --checkpoint runs/posespace/posespace.pt \\
+      --rig ../shared/assets/gltf/Fox.glb --count 64 --output out/fox_samples.usda
+  .venv/bin/python examples/posespace.py ik --checkpoint runs/posespace/posespace.pt \\
+      --rig ../shared/assets/bvh/131_02.bvh --handles-from-frames 0 100 200 --output out/ik.usda
+  .venv/bin/python examples/posespace.py interpolate --checkpoint runs/posespace/posespace.pt \\
+      --rig ../shared/assets/gltf/Fox.glb --a Run:0 --b Survey:40 --steps 30 --output out/interp.usda
+  .venv/bin/python examples/posespace.py evaluate --checkpoint runs/posespace/posespace.pt --output out/eval
+
+train refuses an --output folder holding an earlier run (checkpoint.pt or posespace.pt): --resume continues
+it, and --overwrite starts afresh there. The default --data paths are relative to the repository's root folder.
+
+Exit status: 0 on success, 1 when training diverges (the last good checkpoint is kept), 2 on bad input or a refused
+folder (one line naming the file and the problem), 130 on Ctrl-C (train names the checkpoint to --resume from),
+and 143 on SIGTERM (kill, docker stop, a Slurm time limit: handled as Ctrl-C is).
+"""
 
 from __future__ import annotations
 
@@ -64,6 +68,11 @@ from usd_io import (  # noqa: E402
     write_audit,
     write_usdskel,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # for the examples' shared helpers only
+from _example_cli import audit_verdict, check_not_empty, note_replacing, print_error  # noqa: E402
+
+sys.path.pop(0)
 
 
 @dataclass
@@ -205,6 +214,7 @@ def _check_output(cfg) -> None:
     """Fails at once, before the model runs, when OUTPUT, OUTPUT.config.json or (interpolate) OUTPUT.audit/ cannot
     be written (wrong extension, a folder that cannot be made, a folder where a file goes or a file where the
     audit folder goes) or OUTPUT would overwrite the input rig."""
+    check_not_empty(cfg.rig, "--rig", "the character (a file or procedural:NAME)")
     out = Path(cfg.output)
     if not out.name:  # "", "." or "/"
         raise InputError(out, "--output", "names no file: give the stage to write (e.g. out/poses.usda)")
@@ -266,6 +276,7 @@ def run_sample(cfg: Sample) -> str:
     rig = load_asset(cfg.rig).rig
     motion = space.sample(rig, cfg.count, seed=cfg.seed, guidance=cfg.guidance)
     rates = space.validators(rig).check(space.pose_rig(rig).encode(motion)).rates()
+    note_replacing(cfg.output)
     write_usdskel(cfg.output, rig, [motion])
     return (f"{cfg.count} samples of {rig.name!r} (standing on z = 0), validity {rates['valid']:.3f}; model "
             f"{space.training_summary()}")  # fmt: skip
@@ -334,6 +345,7 @@ def run_ik(cfg: Ik) -> str:
     # z = 0 per frame, the root above its rest x, y): BVH rigs rest with the hips at the origin, feet ~1 m under
     root = motion.root_translations.copy()
     root[:, 2] = pr.ground_heights(motion.rotations)
+    note_replacing(cfg.output)
     write_usdskel(cfg.output, rig, [Motion(motion.fps, root, motion.rotations, name=motion.name)])
     if err.max() > IK_WARN_ERROR:
         f, h = np.unravel_index(err.argmax(), err.shape)
@@ -366,6 +378,7 @@ def run_interpolate(cfg: Interpolate) -> str:
             report = audit_motion(rig, motion, source=source)
         except (RigError, ValueError) as e:
             raise InputError(cfg.rig, "audit", f"cannot audit the path: {e} (or pass --no-audit)") from e
+    note_replacing(cfg.output, folder)
     write_usdskel(cfg.output, rig, [motion])
     try:
         _remove_audit(folder)  # an earlier run's audit would pass for this path (also with --no-audit)
@@ -377,8 +390,7 @@ def run_interpolate(cfg: Interpolate) -> str:
         raise
     message = f"{cfg.steps}-pose path of {rig.name!r}, validity {rates['valid']:.3f}; model {space.training_summary()}"
     if report is not None:
-        failed = ", ".join(c.name for c in report.failed_checks)
-        message += f"; audit {'failed ' + failed if failed else 'passed'} ({folder}/)"
+        message += f"; audit {audit_verdict(report)} ({folder}/)"
     return message
 
 
@@ -490,11 +502,8 @@ def main(cfg) -> int:
     except FloatingPointError as e:  # training diverged; the last good checkpoint is kept
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except (InputError, RigError, ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyError as e:
-        print(f"error: {e.args[0]}", file=sys.stderr)
+    except (InputError, RigError, ValueError, FileNotFoundError, KeyError) as e:
+        print_error(e, cfg)  # naming the flag (--sampling.steps), a missing default --data path said to be one
         return 2
 
 

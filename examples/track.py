@@ -11,7 +11,8 @@
 # checkpoints to OUTPUT/projection_checkpoint.npz; an interrupted run continues with --resume.
 # The checkpoint is kept after a finished run (--resume then rewrites the outputs from it without simulating).
 # A run into a folder holding an earlier run removes that run's outputs (all but the checkpoint) before it writes
-# its own, and writes metrics.json last, with "complete": true: a folder without it holds an interrupted run.
+# its own (a `note: replacing OUTPUT/` line names them), and writes metrics.json last, with "complete": true: a
+# folder without it holds an interrupted run. --resume without a checkpoint in OUTPUT says so and starts afresh.
 # Exit status: 0 done (see metrics.json "success"), 1 the simulation blew up (no tracked.usda, no preview),
 # 2 bad input, a checkpoint of another job or an unwritable checkpoint, 130 interrupted by Ctrl-C (a projection
 # continues with --resume), 143 stopped by SIGTERM (kill, docker stop, a Slurm time limit: handled as Ctrl-C is).
@@ -64,6 +65,14 @@ from usd_io import (
     write_usdskel,
 )
 from usd_io.physics_usd import write_physics_stage
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # for the examples' shared helpers only
+from _example_cli import audit_verdict, check_not_empty, print_error
+
+sys.path.pop(0)
+
+FLAGS = {"ProjectionCheckpoint.interval_s": "--checkpoint-interval-s"}
+"""Settings this CLI hands to classes outside TrackConfig: error lines name the flag, not the field."""
 
 
 @dataclass
@@ -150,7 +159,13 @@ written last."""
 
 def _remove_earlier_outputs(out: Path) -> None:
     """Removes an earlier run's outputs from ``out`` (and temporary files of writes killed midway), all but the
-    projection checkpoint: none of them may pass for this run's."""
+    projection checkpoint: none of them may pass for this run's. A ``note: replacing OUT/ (...)`` line on stderr
+    names the ones there were."""
+    earlier = [name for name in OUTPUT_FILES if (out / name).is_file()]
+    if (out / "audit").is_dir() and any((out / "audit").iterdir()):
+        earlier.append("audit/")
+    if earlier:
+        print(f"note: replacing {out}/ (the earlier run's {', '.join(earlier)})", file=sys.stderr)
     for name in OUTPUT_FILES:
         path = out / name
         path.unlink(missing_ok=True)
@@ -259,8 +274,9 @@ def _derived_error(cfg: TrackConfig, what: str, values, names, smallest: float =
 def _check_scale(cfg: TrackConfig, rig, clip) -> None:
     """Raises ValueError when ``--target-height-m`` scales the rig or its clip beyond float32 numbers (the
     simulation's): 1e300 overflowed inside the reference preparation and gave the character NaN kg."""
-    if cfg.target_height_m is None or not rig.height() > 0:
-        return  # prepare_reference names it
+    height = cfg.target_height_m
+    if height is None or isinstance(height, bool) or not 0 < height < math.inf or not rig.height() > 0:
+        return  # prepare_reference names it (NaN, inf and values <= 0 alike: "must be a positive finite number")
     scale = cfg.target_height_m / rig.height()
     with np.errstate(all="ignore"):
         reach = scale * max(rig.height(), float(np.max(np.abs(clip.root_translations), initial=0.0)))
@@ -441,9 +457,14 @@ def _project(character, ref, cfg: TrackConfig, checkpoint: ProjectionCheckpoint,
 
     if cfg.resume and checkpoint.path.is_file():
         print(f"resuming from {checkpoint.path}")
-    bar = tqdm(total=1, desc="projection", unit="frame", dynamic_ncols=True)
+    elif cfg.resume:
+        print(f"note: no checkpoint in {cfg.output}; starting afresh")
+    bar = None  # made at the first report, with its real total (a "0/1" bar stood through a finished resume)
 
     def progress(done: int, total: int, cost: float) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(total=total, desc="projection", unit="frame", dynamic_ncols=True)
         bar.total = total
         bar.set_postfix(window_cost=f"{cost:.4g}", refresh=False)
         bar.update(done - bar.n)
@@ -452,7 +473,8 @@ def _project(character, ref, cfg: TrackConfig, checkpoint: ProjectionCheckpoint,
         result = project(character, ref, cfg.tracking, cfg.projection, target_filter=target_filter,
                          progress=progress, checkpoint=checkpoint)  # fmt: skip
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
     if result.info.get("resumed"):
         print(_resumed_text(result.info["resumed"], result.info["passes"], max(1, cfg.projection.passes)))
     return result
@@ -486,6 +508,7 @@ def _earlier_run_note(out: Path) -> str:
 
 def _run(cfg: TrackConfig) -> int:
     try:
+        check_not_empty(cfg.motion, "--motion", "the clip's source (a file or procedural:NAME)")
         for part in (cfg.reference, cfg.character, cfg.tracking, cfg.projection):
             part.check()  # a bad setting fails here, in one line, before any work
         if cfg.preview_frames < 1:
@@ -510,11 +533,8 @@ def _run(cfg: TrackConfig) -> int:
         text = str(e)
         print(f"error: {text if text.startswith(cfg.motion) else f'{cfg.motion}: {text}'}", file=sys.stderr)
         return 2
-    except (InputError, ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyError as e:
-        print(f"error: {e.args[0]}", file=sys.stderr)
+    except (InputError, ValueError, FileNotFoundError, KeyError) as e:  # KeyError: an unknown clip, listing the others
+        print_error(e, cfg, FLAGS)  # naming the flag (--reference.max-fps), not the field (ReferenceConfig.max_fps)
         return 2
     rig = prepared.rig
     if rig.height() > 3.0 and cfg.target_height_m is None:
@@ -549,7 +569,7 @@ def _run(cfg: TrackConfig) -> int:
         try:
             result = _project(character, ref, cfg, checkpoint, target_filter)
         except CheckpointError as e:
-            print(f"error: {e}", file=sys.stderr)
+            print_error(e, cfg, FLAGS)
             return 2
         except OSError as e:  # the checkpoint could not be written (disk full, permissions)
             print(f"error: {ckpt}: cannot write the checkpoint ({e.strerror or e})", file=sys.stderr)
@@ -578,7 +598,7 @@ def _run(cfg: TrackConfig) -> int:
             info=result.info,
         )
         writing = True
-        status = _write_outputs(cfg, character, prepared, clip.name, result, metrics, filtered_targets)
+        status, report = _write_outputs(cfg, character, prepared, clip.name, result, metrics, filtered_targets)
     except KeyboardInterrupt as e:
         resumable = cfg.method == "projection" and ckpt.is_file()
         again = "--resume rewrites the outputs from the checkpoint" if resumable else "run it again"
@@ -597,11 +617,22 @@ def _run(cfg: TrackConfig) -> int:
         "  "
         + ", ".join(f"{k}={metrics[k]:.4g}" if isinstance(metrics[k], float) else f"{k}={metrics[k]}" for k in keys)
     )
-    out = cfg.output
-    print(f"wrote {out}/ (tracked.usda, physics.usda, metrics.json{', preview.gif' if cfg.preview else ''})")
+    print(_written_text(cfg, ckpt.is_file()))
+    if report is not None:  # as convert and distill say it
+        where = cfg.output / "audit" / "report.json"
+        print(f"audit: {audit_verdict(report)} (joint limits from the tracked target; {where})")
     if not result.ok:
         print("warning: the character fell; metrics.json reports success=false")
     return 0
+
+
+def _written_text(cfg: TrackConfig, checkpoint: bool) -> str:
+    """The final ``wrote OUTPUT/ (...)`` line: every file of the run, the checkpoint when there is one."""
+    names = ["tracked.usda", "physics.usda", "metrics.json", "config.json"]
+    names += ["preview.gif"] * cfg.preview + ["audit/"] * cfg.audit
+    if checkpoint and cfg.method == "projection":
+        names.append(f"{CHECKPOINT_NAME} (kept: --resume rewrites the outputs from it)")
+    return f"wrote {cfg.output}/ ({', '.join(names)})"
 
 
 def audit_physical(folder: Path, rig, physical, target, ground_height_m: float, source: str):
@@ -617,11 +648,10 @@ def audit_physical(folder: Path, rig, physical, target, ground_height_m: float, 
     return write_audit(folder, rig, physical, cfg, limits=limits, source=source)
 
 
-def _write_outputs(
-    cfg: TrackConfig, character, prepared, clip_name: str, result, metrics: dict, filtered_targets=None
-) -> int:
+def _write_outputs(cfg: TrackConfig, character, prepared, clip_name: str, result, metrics: dict, filtered_targets=None):
     """Writes the run's outputs into ``cfg.output``, metrics.json last (with ``"complete": true``), after removing
-    an earlier run's; returns the exit status (1: the simulation blew up, only physics.usda and metrics.json)."""
+    an earlier run's; returns the exit status (1: the simulation blew up, only config.json, physics.usda and
+    metrics.json) and the audit report (None without one)."""
     out = cfg.output
     _remove_earlier_outputs(out)
     _write_json(out / "config.json", dataclasses.asdict(cfg))
@@ -639,8 +669,8 @@ def _write_outputs(
     )  # fmt: skip
     if result.blowup is not None:
         _write_json(out / "metrics.json", {**metrics, "complete": True})
-        print(f"error: {result.blowup}; wrote metrics.json and physics.usda only", file=sys.stderr)
-        return 1
+        print(f"error: {result.blowup}; wrote config.json, physics.usda and metrics.json only", file=sys.stderr)
+        return 1, None
     rig = prepared.rig
     target_clip = prepared.motion  # what the controller tracked (the target_* metrics); reference_* is the input's
     target_clip.name = "target"
@@ -653,13 +683,14 @@ def _write_outputs(
     if cfg.preview:
         render_preview(out / "preview.gif", rig, result.motion, prepared.motion, max_frames=cfg.preview_frames,
                        ground_height=ground, title=f"{rig.name} {clip_name} ({cfg.method})")  # fmt: skip
+    report = None
     if cfg.audit:
         source = f"{cfg.motion} ({cfg.method})"
         report = audit_physical(out / "audit", rig, result.motion, prepared.motion, ground, source)
         metrics["audit_passed"] = bool(report.passed)
     metrics["complete"] = True
     _write_json(out / "metrics.json", metrics)
-    return 0
+    return 0, report
 
 
 if __name__ == "__main__":

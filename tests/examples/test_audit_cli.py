@@ -95,7 +95,10 @@ def test_interrupted_write_leaves_no_half_report(tmp_path, sig, status):
         AUDIT, "sim.audit.plot_timeline", ["--input", "procedural:biped-walk", "--output", str(out)], sig
     )
     assert stopped.returncode == status, stopped.stderr
-    assert stopped.error_lines() == [f"interrupted: no report written to {out}"], stopped.stderr
+    assert stopped.error_lines() == [
+        f"note: replacing {out / 'report.json'}",
+        f"interrupted: no report written to {out}",
+    ]
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
 
 

@@ -130,11 +130,13 @@ def test_bad_input_exits_with_status_2(tmp_path, assets_dir, capsys, asset, extr
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ({"steps": 0}, "OptimConfig.steps: must be an integer >= 1, got 0"),  # ran zero steps
-        ({"frames": 0}, "DistillConfig.frames: must be an integer >= 1, got 0"),  # silently took the preset's
-        ({"fps": 0.0}, "DistillConfig.fps: must be a finite number > 0"),  # silently took the preset's
-        ({"checkpoint_every": 0}, "OptimConfig.checkpoint_every"),  # ZeroDivisionError traceback
-        ({"azimuths": ()}, "CameraConfig.azimuths_deg"),  # reshape error deep in the renderer
+        # the flags, not the fields they set (OptimConfig.steps, RenderConfig.width, CameraConfig.azimuths_deg)
+        ({"steps": 0}, "error: --steps: must be an integer >= 1, got 0"),  # ran zero steps
+        ({"frames": 0}, "error: --frames: must be an integer >= 1, got 0"),  # silently took the preset's
+        ({"fps": 0.0}, "error: --fps: must be a finite number > 0"),  # silently took the preset's
+        ({"checkpoint_every": 0}, "error: --checkpoint-every: must be"),  # ZeroDivisionError traceback
+        ({"azimuths": ()}, "error: --azimuths: "),  # reshape error deep in the renderer
+        ({"width": -5}, "error: --width: must be an integer >= 1"),
         ({"threads": 0}, "--threads: must be >= 1"),  # torch RuntimeError traceback
         ({"output_under_a_file": True}, "is a file"),  # FileExistsError traceback
         ({"device": "banana"}, "--device: 'banana' is not a device name"),  # RuntimeError traceback
@@ -228,7 +230,9 @@ def test_a_folder_holding_another_run_is_refused_or_replaced(tmp_path, capsys):
     capsys.readouterr()
     before = (out / "checkpoint.pt").read_bytes()
     assert example.main(example.DistillCLI(**base, guidance="tiny", audit=False)) == 2
-    assert "earlier run's checkpoint; continue it with --resume" in _one_error_line(capsys)
+    line = _one_error_line(capsys)
+    assert "earlier run's checkpoint; continue it with --resume, start afresh here with --overwrite, or" in line
+    assert "=True" not in line  # the flags only, not the API's resume=True / overwrite=True
     assert (out / "checkpoint.pt").read_bytes() == before
     assert example.main(example.DistillCLI(**{**oracle, "oracle_clip": "idle"}, resume=True)) == 2
     assert "another oracle target (clip 'walk'" in _one_error_line(capsys)

@@ -152,19 +152,19 @@ def test_bad_settings_give_one_line_and_status_2(checkpoint, tmp_path, capsys):
         (ex.Sample(missing, rig, tmp_path / "x.txt"), "--output: a USD stage must end in .usda, .usdc, .usd"),
         (ex.Ik(missing, rig, tmp_path, handles=("head=0,0,1",)), "--output: a USD stage must end in"),
         (ex.Interpolate(missing, rig, blocker / "x.usda"), f"{blocker} is a file"),
-        (ex.Evaluate(missing, tmp_path / "ev", eval=EvalConfig(samples=5)), "EvalConfig.samples: PRDC needs more"),
+        (ex.Evaluate(missing, tmp_path / "ev", eval=EvalConfig(samples=5)), "--eval.samples: PRDC needs more"),
         (ex.Ik(checkpoint, rig, out, handles=("head=0,0,1", "head=0,0,2")), "joint 'head' has two handles"),
         (ex.Ik(checkpoint, rig, out, handles=("head=0,0,1",), handles_from_frames=(0,)), "give one or the other"),
         (ex.Evaluate(checkpoint, tmp_path / "ev", data=("procedural:quadruped",), heldout=("idle", "idel")),
          "held-out 'idel': no such clip; clips: procedural:quadruped#walk, procedural:quadruped#idle"),
-        (ex.Sample(checkpoint, rig, out, sampling=SamplingConfig(steps=0)), "SamplingConfig.steps: must be an"),
+        (ex.Sample(checkpoint, rig, out, sampling=SamplingConfig(steps=0)), "--sampling.steps: must be an"),
         (ex.Sample(checkpoint, rig, out, threads=0), "--threads: must be >= 1, got 0"),
         (ex.Sample(checkpoint, rig, blocker / "x.usda", count=1, sampling=SamplingConfig(steps=1, polish_iters=1)),
          f"{blocker} is a file"),
         (ex.Evaluate(checkpoint, blocker), f"{blocker} is a file"),
         (TrainConfig(output=tmp_path / "run", data=("gaits:biped*x",)), "gaits:biped*x: count: expected an integer"),
-        (TrainConfig(output=tmp_path / "run", steps=0), "TrainConfig.steps: must be an integer >= 1, got 0"),
-        (TrainConfig(output=tmp_path / "run", model=ModelConfig(width=10, heads=3)), "ModelConfig.width: must be a"),
+        (TrainConfig(output=tmp_path / "run", steps=0), "error: --steps: must be an integer >= 1, got 0"),
+        (TrainConfig(output=tmp_path / "run", model=ModelConfig(width=10, heads=3)), "--model.width: must be a"),
         (TrainConfig(output=tmp_path / "run", data=("procedural:quadruped",), heldout=("Rnu",), progress=False),
          "held-out 'Rnu': no such clip"),
         (TrainConfig(output=tmp_path / "run", data=("procedural:quadruped",), heldout=(), steps=1, batch_size=4,
@@ -335,8 +335,8 @@ def test_train_into_a_finished_run_exits_2_unless_overwrite(tmp_path, capsys):
     assert ex.main(_tiny_train(out, steps=2, seed=1)) == 2
     err = _quiet(capsys.readouterr().err)
     assert err == [
-        f"error: {out}: holds an earlier run (checkpoint.pt, posespace.pt); continue it with resume=True (--resume), "
-        "start afresh with overwrite=True (--overwrite), or choose another output folder"
+        f"error: {out}: holds an earlier run (checkpoint.pt, posespace.pt); continue it with --resume, "
+        "start afresh with --overwrite, or choose another output folder"  # the flags, not the API's resume=True
     ]
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     # the flag the message names exists on the command line

@@ -130,7 +130,7 @@ def test_skeleton_without_extent_names_the_file(tmp_path, extra):
     ("args", "fragments"),
     [
         # RigError traceback after the simulation: non-finite root translations
-        (("--tracking.contact.ground-height-m", "1e300"), ("ContactConfig.ground_height_m", "1000 m")),
+        (("--tracking.contact.ground-height-m", "1e300"), ("error: --tracking.contact.ground-height-m:", "1000 m")),
         # OverflowError in character._set_gains
         (("--character.stiffness-hz", "1e300"), ("--character.stiffness-hz 1e+300", "overflow")),
         # NaN kg, then a Newton ValueError
@@ -141,7 +141,7 @@ def test_skeleton_without_extent_names_the_file(tmp_path, extra):
         (("--character.total-mass-kg", "1e300"), ("--character.total-mass-kg 1e+300", "body masses")),
         (("--tracking.contact.penalty-stiffness-per-kg", "1e300"), ("--tracking.contact.penalty-stiffness-per-kg",)),
         # SIGFPE: the process died with status 136
-        (("--tracking.solver.max-dt-s", "1e-300"), ("SolverConfig.max_dt_s", "1e-06")),
+        (("--tracking.solver.max-dt-s", "1e-300"), ("error: --tracking.solver.max-dt-s:", "1e-06")),
         # ran forever
         (("--loops", "1000000000000"), ("--loops 1000000000000", "at most 100000")),
         (("--reference.fps", "1e300"), ("--reference.fps 1e+300", "at most 100000")),

@@ -197,9 +197,9 @@ def test_bad_input_exits_2(tmp_path):
     proc = run("--motion", "procedural:quadruped-walk", "--clip", "nope", "--output", str(tmp_path / "y"))
     assert proc.returncode == 2 and "nope" in proc.stderr
     proc = run("--projection.temperature", "nan", "--output", str(tmp_path / "z"))
-    assert proc.returncode == 2 and "ProjectionConfig.temperature" in proc.stderr and not (tmp_path / "z").exists()
+    assert proc.returncode == 2 and "error: --projection.temperature:" in proc.stderr and not (tmp_path / "z").exists()
     proc = run("--character.joint-limits-deg", "nope", "-10", "10", "--output", str(tmp_path / "w"))
-    assert proc.returncode == 2 and "joint_limits_deg['nope']" in proc.stderr and "no joint" in proc.stderr
+    assert proc.returncode == 2 and "--character.joint-limits-deg['nope']" in proc.stderr and "no joint" in proc.stderr
     assert not (tmp_path / "w").exists()
     proc = run("--skeleton", "/quadruped/Skeleton", "--output", str(tmp_path / "u"))  # a procedural source has none
     assert proc.returncode == 2 and "skeleton" in proc.stderr and not (tmp_path / "u").exists()
@@ -323,7 +323,9 @@ def test_interrupted_rerun_leaves_no_mix_of_two_runs(tmp_path):
     stopped = run_until_stalled_then_signal(SCRIPT, "sim.audit.plot_timeline", args, signal.SIGTERM)
     assert stopped.returncode == 143, stopped.stderr
     assert stopped.error_lines() == [
-        f"interrupted while writing the outputs: {out} holds an incomplete run (no metrics.json); run it again"
+        f"note: replacing {out}/ (the earlier run's metrics.json, tracked.usda, physics.usda, config.json, "
+        "preview.gif, audit/)",
+        f"interrupted while writing the outputs: {out} holds an incomplete run (no metrics.json); run it again",
     ]
     left = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
     assert left == ["audit", "audit/report.json", "config.json", "physics.usda", "preview.gif",
