@@ -665,7 +665,7 @@ def _write_outputs(cfg: TrackConfig, character, prepared, clip_name: str, result
     write_physics_stage(
         out / "physics.usda", character, stage_pos, stage_rot,
         friction=cfg.tracking.contact.friction, restitution=cfg.tracking.contact.restitution,
-        ground_height_m=ground, contact=contact,
+        ground_height_m=ground, contact=contact, time_step_s=result.info.get("dt_s"),
     )  # fmt: skip
     if result.blowup is not None:
         _write_json(out / "metrics.json", {**metrics, "complete": True})

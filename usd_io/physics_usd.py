@@ -18,7 +18,8 @@ Layout (Z up, SI units, ``metersPerUnit``/``kilogramsPerUnit`` authored)::
                                          per joint: the mean of its three axes')
     /World                               Xform: the environment the character was simulated in (``/World_1``
                                          when the character itself is named ``World``)
-      PhysicsScene                       UsdPhysics.Scene (gravity -Z, 9.81 m/s^2)
+      PhysicsScene                       UsdPhysics.Scene (gravity -Z, 9.81 m/s^2); with ``time_step_s`` its
+                                         rate: physxScene:timeStepsPerSecond (PhysxSceneAPI)
       GroundMaterial                     the character's material values, for the ground
       GroundPlane                        UsdGeom.Plane (Z) + CollisionAPI (+ the contact gap)
 
@@ -81,6 +82,7 @@ def write_physics_stage(
     meters_per_unit: float = 1.0,
     kilograms_per_unit: float = 1.0,
     contact=None,
+    time_step_s: float | None = None,
 ) -> None:
     """Writes the character's articulation as a UsdPhysics stage, atomically.
 
@@ -102,6 +104,12 @@ def write_physics_stage(
             contactOffset`` with ``restOffset`` 0), its penalty stiffness, damping and friction gain on the
             material (``newton:contactStiffness`` ...), so Newton's ``add_usd`` builds the contacts the simulation
             used. Without it, readers use their own defaults (Newton's gap of 0.1 m lets a small character hover).
+        time_step_s: the physics step the motion was simulated with [s] (``sim.physics.CharacterSimulation``'s
+            ``dt``), authored on the scene as PhysX's steps per second (``physxScene:timeStepsPerSecond``,
+            PhysxSceneAPI), which Omniverse / Isaac step at and Newton's ``add_usd`` reads with its PhysX schema
+            resolver (``physics_dt``). Not as ``newton:timeStepsPerSecond``: without the newton-usd-schemas
+            package Newton warns about any ``newton:`` attribute of the scene as an undeclared custom attribute.
+            Without it, readers use their own defaults (Newton's 1000, PhysX's 60 steps per second).
 
     Raises:
         ValueError: bad shapes or units.
@@ -120,6 +128,8 @@ def write_physics_stage(
     checks = {"meters_per_unit": (meters_per_unit, "> 0"), "kilograms_per_unit": (kilograms_per_unit, "> 0"),
               "friction": (friction, ">= 0"), "restitution": (restitution, "in [0, 1]"), "gravity": (gravity, ""),
               "ground_height_m": (ground_height_m, "")}  # fmt: skip
+    if time_step_s is not None:
+        checks["time_step_s"] = (time_step_s, "> 0")
     for name, (value, rule) in checks.items():  # inf units made every length 0 and were written as such
         number = isinstance(value, (int, float, np.floating)) and not isinstance(value, bool) and np.isfinite(value)
         in_range = {"> 0": lambda v: v > 0, ">= 0": lambda v: v >= 0, "in [0, 1]": lambda v: 0 <= v <= 1}
@@ -147,6 +157,11 @@ def write_physics_stage(
         scene = UsdPhysics.Scene.Define(stage, f"{world_path}/PhysicsScene")
         scene.CreateGravityDirectionAttr(Gf.Vec3f(0.0, 0.0, -1.0))
         scene.CreateGravityMagnitudeAttr(float(gravity * L))
+        if time_step_s is not None:
+            rate = 1.0 / float(time_step_s)
+            scene_prim = scene.GetPrim()
+            scene_prim.AddAppliedSchema("PhysxSceneAPI")
+            scene_prim.CreateAttribute("physxScene:timeStepsPerSecond", Sdf.ValueTypeNames.UInt).Set(round(rate))
 
         def define_material(material_path: str):
             material = UsdShade.Material.Define(stage, material_path)

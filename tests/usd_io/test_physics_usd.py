@@ -280,3 +280,28 @@ def test_referenced_character_keeps_its_contact_material(tmp_path, character, ca
         np.testing.assert_allclose(np.array(getattr(b, name))[caps], getattr(simulated, name)[0], rtol=GAIN_RTOL)
     np.testing.assert_allclose(np.array(b.shape_material_mu)[caps], friction, rtol=GAIN_RTOL)
     np.testing.assert_allclose(np.array(b.shape_material_restitution)[caps], restitution, rtol=GAIN_RTOL)
+
+
+def test_physics_scene_carries_the_simulation_step(tmp_path, character):
+    """The stage held no time step: readers stepped it at their defaults (Newton's add_usd 1000 Hz, PhysX 60 Hz), not at
+    the tracked rate. With ``time_step_s`` the scene holds PhysX's rate, which Newton's PhysX resolver reads too."""
+    import newton
+    from pxr import Usd
+
+    bare, timed = tmp_path / "bare.usda", tmp_path / "timed.usda"
+    write_physics_stage(bare, character)
+    write_physics_stage(timed, character, time_step_s=1.0 / 120.0)
+
+    def physics_dt(path):
+        resolvers = [newton.usd.SchemaResolverNewton(), newton.usd.SchemaResolverPhysx()]
+        return newton.ModelBuilder().add_usd(str(path), schema_resolvers=resolvers)["physics_dt"]
+
+    assert physics_dt(bare) == pytest.approx(1e-3)
+    assert physics_dt(timed) == pytest.approx(1.0 / 120.0)
+    stage = Usd.Stage.Open(str(timed))
+    scene = stage.GetPrimAtPath("/World/PhysicsScene")
+    assert "PhysxSceneAPI" in scene.GetMetadata("apiSchemas").GetAddedOrExplicitItems()
+    assert scene.GetAttribute("physxScene:timeStepsPerSecond").Get() == 120
+    assert validate_stage(timed, include_warnings=True) == []
+    with pytest.raises(ValueError, match="time_step_s: must be a finite number > 0"):
+        write_physics_stage(tmp_path / "bad.usda", character, time_step_s=0.0)
