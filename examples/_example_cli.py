@@ -12,6 +12,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from usd_io import InputError
+
 _QUALIFIED = re.compile(r"^([A-Za-z_]\w*)((?:\.[A-Za-z_]\w*)+)((?:\[[^\]]*\])?):(?=\s|$)")
 """A message's leading ``Class.field:`` (or ``Class.field[key]:``, ``Class.part.field:``), as the library's settings
 checks write it."""
@@ -173,13 +175,9 @@ def error_text(error: BaseException | str, cfg=None, aliases: Mapping[str, str] 
         text = pattern.sub(repl, text)
     if cfg is None:
         return text
-    if not _is_input_error(error):
+    if not isinstance(error, InputError):
         text = flag_message(text, cfg, aliases)
     return default_path_note(text, cfg)
-
-
-def _is_input_error(error) -> bool:
-    return any(c.__name__ == "InputError" for c in type(error).__mro__)
 
 
 def print_error(error: BaseException | str, cfg=None, aliases: Mapping[str, str] | None = None) -> None:
