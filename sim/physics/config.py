@@ -350,7 +350,8 @@ class TrackingConfig:
     fall_tilt_deg: float = 60.0
     """...or its up axis tilts more than this from the reference's."""
     blowup_speed_heights_per_s: float = 40.0
-    """Blow-up: a body moves faster than this many character heights per second (runaway energy)."""
+    """Blow-up: a point of a body's collider moves faster than this many character heights per second (runaway
+    energy; linear and spin: |v_com| + |omega| * reach)."""
     blowup_distance_heights: float = 10.0
     """Blow-up: a body is farther than this many character heights from its reference position."""
 

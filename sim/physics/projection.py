@@ -209,7 +209,7 @@ def _mppi_pass(character, ref, sim, tracking, cfg, sweep: Sweep, target_filter, 
         for k in range(commit):
             fk = f0 + 1 + k
             travel = float(np.linalg.norm(ref.body_pos[fk, 0] - ref.body_pos[0, 0]))
-            reason = detect_blowup(character, pos[fk], vel[fk, :, :3], ref.body_pos[fk], tracking, travel)
+            reason = detect_blowup(character, pos[fk], vel[fk], ref.body_pos[fk], tracking, travel)
             if reason is not None:
                 sweep.blowup = (fk, reason)
                 break

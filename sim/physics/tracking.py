@@ -149,18 +149,40 @@ def detect_blowup(
     cfg: TrackingConfig,
     ref_travel: float = 0.0,
 ) -> str | None:
-    """The reason a simulated frame is a blow-up, or None. Arrays are one frame: (..., B, 3).
+    """The reason a simulated frame is a blow-up, or None.
 
-    ``ref_travel`` is how far [m] the reference root has moved from where the simulation started: a character
-    that fell and stayed behind is that far from its reference without having blown up, so the distance test
-    allows it on top of ``blowup_distance_heights``.
+    Args:
+        body_pos: body origins [m], (..., B, 3); ``ref_pos`` likewise.
+        body_vel: body twists, (..., B, 6): centre-of-mass linear velocity [m/s], then angular velocity [rad/s]
+            (world), as ``NewtonTracker.body_state`` returns them. A body spinning in place is runaway energy
+            too: the speed tested is the fastest point of its collider, |v| + |omega| * (farthest collider point
+            from the centre of mass).
+        ref_travel: how far [m] the reference root has moved from where the simulation started: a character
+            that fell and stayed behind is that far from its reference without having blown up, so the
+            distance test allows it on top of ``blowup_distance_heights``.
     """
+    body_vel = np.asarray(body_vel)
+    if body_vel.shape[-1] != 6:
+        raise ValueError(f"detect_blowup: body_vel must be twists (..., B, 6), got shape {body_vel.shape}")
     if not (np.all(np.isfinite(body_pos)) and np.all(np.isfinite(body_vel))):
         return "non-finite body state (NaN/inf)"
     h = character.height
-    speed = float(np.linalg.norm(body_vel, axis=-1).max())
-    if speed > cfg.blowup_speed_heights_per_s * h:
-        return f"runaway energy: a body moves at {speed:.3g} m/s (> {cfg.blowup_speed_heights_per_s:g} heights/s)"
+    a, b = (np.stack(e) for e in zip(*(c.endpoints for c in character.capsules)))
+    reach = np.maximum(
+        np.linalg.norm(a - character.body_com, axis=-1), np.linalg.norm(b - character.body_com, axis=-1)
+    ) + character.capsule_radii
+    lin = np.linalg.norm(body_vel[..., :3], axis=-1)
+    spin = np.linalg.norm(body_vel[..., 3:], axis=-1)
+    point = lin + spin * reach
+    limit = cfg.blowup_speed_heights_per_s * h
+    if float(point.max()) > limit:
+        k = np.unravel_index(int(np.argmax(point)), point.shape)
+        name = character.body_names[k[-1]]
+        return (
+            f"runaway energy: a point of body {name!r} moves at {float(point[k]):.3g} m/s (linear"
+            f" {float(lin[k]):.3g} m/s, spin {float(spin[k]):.3g} rad/s; > {cfg.blowup_speed_heights_per_s:g}"
+            " heights/s)"
+        )
     dist = float(np.linalg.norm(body_pos - ref_pos, axis=-1).max())
     if dist > cfg.blowup_distance_heights * h + ref_travel:
         return (
@@ -329,7 +351,7 @@ def track(
         p, r, v = sim.body_state()
         pos[f], rot[f], vel[f] = p[0], r[0], v[0]
         travel = float(np.linalg.norm(ref.body_pos[f, 0] - ref.body_pos[0, 0]))
-        reason = detect_blowup(character, p[0], v[0, :, :3], ref.body_pos[f], cfg, travel)
+        reason = detect_blowup(character, p[0], v[0], ref.body_pos[f], cfg, travel)
         if reason is not None:
             blowup = BlowUp(f, reason)
             n = f

@@ -192,11 +192,23 @@ def test_blowup_is_detected_with_its_frame(table):
     # runaway energy and runaway distance are recognized too
     cfg = TrackingConfig()
     pos = ref.body_pos[0]
-    fast = np.zeros_like(pos)
-    fast[3] = [0.0, 0.0, 100.0]
+    still = np.zeros((len(pos), 6))
+    fast = still.copy()
+    fast[3, :3] = [0.0, 0.0, 100.0]
     assert "runaway energy" in detect_blowup(table, pos, fast, pos, cfg)
-    assert "runaway" in detect_blowup(table, pos + np.array([50.0, 0, 0]), np.zeros_like(pos), pos, cfg)
-    assert detect_blowup(table, pos, np.zeros_like(pos), pos, cfg) is None
+    assert "runaway" in detect_blowup(table, pos + np.array([50.0, 0, 0]), still, pos, cfg)
+    assert detect_blowup(table, pos, still, pos, cfg) is None
+    # a body spinning in place (no linear velocity): its collider's far end moves at |omega| * reach
+    reach = max(np.linalg.norm(e - table.body_com[3]) for e in table.capsules[3].endpoints) + table.capsules[3].radius
+    limit = cfg.blowup_speed_heights_per_s * table.height
+    spin = still.copy()
+    spin[3, 3:] = [0.0, 1.5 * limit / reach, 0.0]
+    reason = detect_blowup(table, pos, spin, pos, cfg)
+    assert reason is not None and "runaway energy" in reason and table.body_names[3] in reason
+    spin[3, 3:] = [0.0, 0.5 * limit / reach, 0.0]
+    assert detect_blowup(table, pos, spin, pos, cfg) is None
+    with pytest.raises(ValueError, match="twists"):
+        detect_blowup(table, pos, still[:, :3], pos, cfg)
 
 
 def test_non_finite_targets_are_refused_naming_target_coords(table):
