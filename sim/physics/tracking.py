@@ -168,9 +168,10 @@ def detect_blowup(
         return "non-finite body state (NaN/inf)"
     h = character.height
     a, b = (np.stack(e) for e in zip(*(c.endpoints for c in character.capsules)))
-    reach = np.maximum(
-        np.linalg.norm(a - character.body_com, axis=-1), np.linalg.norm(b - character.body_com, axis=-1)
-    ) + character.capsule_radii
+    reach = (
+        np.maximum(np.linalg.norm(a - character.body_com, axis=-1), np.linalg.norm(b - character.body_com, axis=-1))
+        + character.capsule_radii
+    )
     lin = np.linalg.norm(body_vel[..., :3], axis=-1)
     spin = np.linalg.norm(body_vel[..., 3:], axis=-1)
     point = lin + spin * reach
