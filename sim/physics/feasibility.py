@@ -91,7 +91,15 @@ def dynamic_feasibility(
     dt = 1.0 / fps
     if F < 3:
         raise ValueError(f"dynamic_feasibility: need at least 3 frames, got {F}")
-    acc = np.gradient(np.gradient(com, dt, axis=0, edge_order=2), dt, axis=0, edge_order=2)
+    # second differences on neighbouring frames: np.gradient twice spans 4 frames (x[i+2] - 2 x[i] + x[i-2]) / 4dt^2
+    # and reads a frame-rate oscillation as no acceleration at all
+    acc = np.empty_like(com)
+    acc[1:-1] = (com[2:] - 2.0 * com[1:-1] + com[:-2]) / dt**2
+    if F >= 4:  # one-sided, second order
+        acc[0] = (2.0 * com[0] - 5.0 * com[1] + 4.0 * com[2] - com[3]) / dt**2
+        acc[-1] = (2.0 * com[-1] - 5.0 * com[-2] + 4.0 * com[-3] - com[-4]) / dt**2
+    else:
+        acc[0], acc[-1] = acc[1], acc[-2]
     force = acc + np.array([0.0, 0.0, GRAVITY])  # contact force per unit mass
     # angular momentum about the centre of mass and its rate
     vel = np.gradient(com_b, dt, axis=0)
