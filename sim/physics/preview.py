@@ -147,14 +147,14 @@ def render_preview(
     ground_height: float = 0.0,
     title: str = "",
 ) -> None:
-    """Writes a GIF (or MP4 when ``path`` ends in .mp4) of ``motion``, with ``ghost`` drawn beside it.
+    """Writes a GIF (an MP4 when ``path`` ends in .mp4) of ``motion``, with ``ghost`` drawn beside it.
 
     The camera looks across the reference's travel (``ghost``'s, else ``motion``'s) at one scale for the clip, and
     follows the two so that both stay whole in every frame, clear of the caption. A GIF plays at the motion's rate
     (its per-frame delays are :func:`gif_frame_durations_ms`), drawing every n-th frame above :data:`GIF_MAX_FPS`.
 
     Args:
-        path: output file (written atomically).
+        path: output file (written atomically): an MP4 for a .mp4 suffix, a GIF for any other (or none).
         rig: the rig both motions animate.
         motion: the motion to show (colour).
         ghost: optional reference motion, drawn translucent and offset to the right on screen by 1.25 character sizes.
@@ -274,7 +274,8 @@ def render_preview(
         if path.suffix.lower() == ".mp4":
             imageio.mimsave(tmp, images, fps=fps)
         else:
-            imageio.mimsave(tmp, images, duration=gif_frame_durations_ms(len(images), fps), loop=0)
+            # a GIF whatever the suffix (imageio would pick the format from it: a TIFF writer for none)
+            imageio.mimsave(tmp, images, format="GIF", duration=gif_frame_durations_ms(len(images), fps), loop=0)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)

@@ -193,3 +193,15 @@ def test_both_characters_stay_whole_in_every_frame(tmp_path, monkeypatch, biped_
         assert border == 0, f"frame {k}: {border} character pixels on the image border"
         assert caption == 0, f"frame {k}: {caption} character pixels in the caption's box"
         assert solid > MIN_PIXELS and ghost > MIN_PIXELS, f"frame {k}: {solid} simulation, {ghost} ghost pixels"
+
+
+@pytest.mark.parametrize("name", ["preview", "preview.webp"])
+def test_any_suffix_but_mp4_is_a_gif(tmp_path, name):
+    """The temporary file's suffix chose imageio's format: no suffix failed in a TIFF writer after rendering every
+    frame, ``.webp`` wrote a WebP."""
+    rig = table_quadruped()
+    path = tmp_path / name
+    render_preview(path, rig, _still(rig), size=(80, 60))
+    assert path.read_bytes()[:4] == b"GIF8"
+    assert len(imageio.mimread(path, format="GIF")) == 3
+    assert [p.name for p in tmp_path.iterdir()] == [name]  # no temporary file left
