@@ -49,7 +49,7 @@ def main() -> None:
 
     cycles = int(np.ceil(args.frames / 34))
     rig, clips = characters.build(
-        "biped",
+        "biped-walk",  # the walk only: the idle clip is not timed (and its reach check fails below ~30 cells)
         config=characters.BipedConfig(cells_per_height=args.cells),
         walk=characters.BipedWalkConfig(cycles=cycles),
     )
