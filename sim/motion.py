@@ -9,6 +9,11 @@ from .rotations import quat_normalize, quat_slerp
 
 __all__ = ["Motion"]
 
+RESAMPLE_TOLERANCE = 1e-6
+"""Relative tolerance [frames per frame of duration] within which :meth:`Motion.resample` counts a duration as a
+whole number of frames (float32 key times are rounded to ~6e-8 relative; :meth:`Motion.is_uniform` allows 1e-6
+frames)."""
+
 
 class Motion:
     """A sampled joint trajectory.
@@ -123,13 +128,18 @@ class Motion:
     def resample(self, fps: float) -> Motion:
         """Uniform resampling at ``fps`` [1/s] over the clip's duration.
 
+        A duration within ``RESAMPLE_TOLERANCE`` (relative) of a whole number of frames keeps its last frame, whose
+        time is clamped to the clip's end: glTF key times are float32 and a clip looped on them ends a few 1e-7 s
+        short of its grid point.
+
         Raises:
             RigError: ``fps`` is not a positive finite number (names the motion).
         """
         if not (isinstance(fps, (int, float, np.floating, np.integer)) and np.isfinite(fps) and fps > 0):
             raise RigError(f"motion {self.name!r} resample fps: must be a positive number, got {fps!r}")
-        count = int(np.floor(self.duration * fps + 1e-9)) + 1
-        m = self.sample(self.times[0] + np.arange(count) / fps)
+        frames = self.duration * fps  # intervals [frames]
+        count = int(np.floor(frames + RESAMPLE_TOLERANCE * max(1.0, frames))) + 1
+        m = self.sample(np.minimum(self.times[0] + np.arange(count) / fps, self.times[-1]))
         m.fps = float(fps)
         return m
 

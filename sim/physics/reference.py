@@ -29,6 +29,8 @@ __all__ = [
 
 CYCLIC_TOLERANCE = 1e-3
 """Max abs quaternion-component difference between the first and last frames of a cyclic clip."""
+STATIC_TOLERANCE = 1e-9
+"""A joint whose local transform varies less than this over a clip is static (see :func:`_motion_carrier`)."""
 IN_PLACE_RATIO = 0.25
 """``root_motion="auto"``: a clip is in place when its root travels less than this fraction of its contact
 vertices' sliding distance."""
@@ -63,16 +65,56 @@ def scale_motion(motion: Motion, scale: float) -> Motion:
     )
 
 
-def _yaw_quat(q: np.ndarray) -> np.ndarray:
-    """The rotation about Z closest to ``q`` (heading), as a quaternion."""
-    fwd = quat_rotate(q, np.array([1.0, 0.0, 0.0]))
-    yaw = np.arctan2(fwd[..., 1], fwd[..., 0])
-    return axis_angle_to_quat(yaw[..., None] * np.array([0.0, 0.0, 1.0]))
+_X = np.array([1.0, 0.0, 0.0])
 
 
-def _without_heading(q: np.ndarray) -> np.ndarray:
+def _heading(q: np.ndarray, axis: np.ndarray = _X) -> np.ndarray:
+    """Heading [rad] of the rotations ``q`` (..., 4): the angle about Z of their local ``axis`` (3,) seen from
+    above, in (-pi, pi], shape (...)."""
+    fwd = quat_rotate(q, axis)
+    return np.arctan2(fwd[..., 1], fwd[..., 0])
+
+
+def _yaw_quat(q: np.ndarray, axis: np.ndarray = _X) -> np.ndarray:
+    """The rotation about Z closest to ``q`` (its :func:`_heading`), as a quaternion."""
+    return axis_angle_to_quat(_heading(q, axis)[..., None] * np.array([0.0, 0.0, 1.0]))
+
+
+def _without_heading(q: np.ndarray, axis: np.ndarray = _X) -> np.ndarray:
     """``q`` with its heading (:func:`_yaw_quat`) taken off: yaw^-1 q."""
-    return quat_multiply(quat_conjugate(_yaw_quat(q)), q)
+    return quat_multiply(quat_conjugate(_yaw_quat(q, axis)), q)
+
+
+def _heading_axis(q: np.ndarray) -> np.ndarray:
+    """The local axis (3,) whose heading measures the turn of a joint with world rotation ``q`` (4,): x, unless it
+    is within 45 deg of vertical there (a bone pointing up), then the most horizontal of x, y, z."""
+    up = np.abs(quat_rotate(q, np.eye(3))[:, 2])
+    return _X if up[0] < np.sqrt(0.5) else np.eye(3)[int(np.argmin(up))]
+
+
+def _motion_carrier(rig: Rig | None, motion: Motion) -> int:
+    """The joint that carries the motion's travel and turn: the topmost joint (least depth, then lowest index)
+    whose transform is animated, i.e. whose local rotation or translation varies over the clip by more than
+    ``STATIC_TOLERANCE`` (quaternion components; translations relative to the clip's largest local translation).
+
+    Its ancestors are static, so its world transform is the first to move: joint 0 for most rigs, the hip below
+    static container joints for a glTF rig (the Fox's ``_rootJoint -> b_Root_00 -> b_Hip_01``). 0 when nothing
+    moves or ``rig`` is None (without the rig's hierarchy only joint 0 is known).
+
+    Raises:
+        RigError: the motion does not fit the rig.
+    """
+    if rig is None:
+        return 0
+    motion.check_rig(rig)
+    q, t = motion.rotations, motion.local_translations(rig)
+    dq = np.minimum(np.abs(q - q[:1]).max(-1), np.abs(q + q[:1]).max(-1)).max(0)  # either quaternion sign, (J,)
+    dt = np.abs(t - t[:1]).max(-1).max(0)
+    size = float(np.abs(t).max()) or 1.0
+    moving = np.flatnonzero((dq > STATIC_TOLERANCE) | (dt > STATIC_TOLERANCE * size))
+    if not len(moving):
+        return 0
+    return int(moving[np.argmin(rig.depths()[moving])])  # argmin: the first (lowest index) of the least depth
 
 
 def _check_loops(loops) -> None:
@@ -85,40 +127,63 @@ def _is_real(x) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
 
 
-def loop_motion(motion: Motion, loops: int) -> Motion:
+def loop_motion(motion: Motion, loops: int, rig: Rig | None = None) -> Motion:
     """Repeats a cyclic clip ``loops`` times; each repeat starts where the previous ended (heading and
     horizontal position accumulate, height does not).
 
     Works on the clip's own sample times (keyframed clips keep their keys): the period is ``times[-1] -
     times[0]`` for a closing clip (last frame == first frame up to the heading the cycle turns by, whose duplicate
     is dropped between repeats), one mean sample interval longer otherwise (with a warning: such a clip jumps at
-    each seam; its travel and turn per repeat are extrapolated by that interval).
+    each seam; its travel and turn per repeat are extrapolated by that interval, the turn from the unwrapped
+    per-frame heading, so a clip may cross +-pi or turn by more than pi).
+
+    Travel and turn are those of the motion's carrier (:func:`_motion_carrier`, from ``rig``'s forward kinematics;
+    joint 0 without ``rig``): each repeat is the previous one moved by the rigid ground-plane increment (a turn
+    about +Z and a horizontal shift, applied to joint 0) that maps the carrier's first-frame heading and
+    horizontal position onto its last frame's. The heading is that of the carrier's local x axis (of its most
+    horizontal axis where x is within 45 deg of vertical). A turn carried by a child of static joints counts as
+    closing too: the carrier's pose is compared with its heading removed.
+
+    Args:
+        motion: the clip (F frames of J joints).
+        loops: repeats, a positive integer.
+        rig: the clip's rig; without it joint 0 carries the motion (a static ``_rootJoint`` above the animated hip
+            of a glTF rig would then never move, and each repeat would jump back).
 
     Raises:
         ValueError: ``loops`` is not a positive integer.
+        RigError: the motion does not fit ``rig``.
     """
     _check_loops(loops)
     if loops == 1 or motion.frame_count < 2:
         return motion
+    c = _motion_carrier(rig, motion)
+    if c == 0:  # the motion's own arrays (bit-for-bit what a rig whose joint 0 moves always got)
+        cpos, crot = motion.root_translations, motion.rotations[:, 0]
+    else:  # world transform of the carrier (its ancestors are static)
+        pos, rot = pose_motion(rig, motion)
+        cpos, crot = pos[:, c], rot[:, c]
+    axis = _heading_axis(crot[0])
     # closing: the last frame is the first pose again, up to the heading the cycle turns by (a turning walk)
     first, last = motion.rotations[0].copy(), motion.rotations[-1].copy()
-    first[0], last[0] = _without_heading(first[0]), _without_heading(last[0])
+    first[c], last[c] = _without_heading(crot[0], axis), _without_heading(crot[-1], axis)
     d = np.minimum(np.abs(first - last).max(-1), np.abs(first + last).max(-1))  # either quaternion sign
     closing = motion.frame_count > 2 and float(d.max()) < CYCLIC_TOLERANCE
     if not closing:
         warnings.warn(f"motion {motion.name!r}: first and last frames differ; looping anyway", stacklevel=2)
     body = motion.slice(0, motion.frame_count - 1) if closing else motion
     period = motion.duration if closing else motion.duration * motion.frame_count / (motion.frame_count - 1)
-    # per-loop rigid increment in the ground plane: from the first frame's root to the closing frame's
-    q0, q1 = motion.rotations[0, 0], motion.rotations[-1, 0]
-    dyaw = quat_multiply(_yaw_quat(q1), quat_conjugate(_yaw_quat(q0)))
-    step = motion.root_translations[-1] - motion.root_translations[0]
+    # per-loop rigid increment in the ground plane: from the carrier's first frame to its closing frame
+    q0, q1 = crot[0], crot[-1]
+    dyaw = quat_multiply(_yaw_quat(q1, axis), quat_conjugate(_yaw_quat(q0, axis)))
+    step = cpos[-1] - cpos[0]
     if not closing:  # one more sample interval of travel and turn, at the clip's mean rate
         stretch = motion.frame_count / (motion.frame_count - 1)
         step = step * stretch
-        dyaw = axis_angle_to_quat(np.array([0.0, 0.0, 2.0 * np.arctan2(dyaw[2], dyaw[3]) * stretch]))
+        yaw = np.unwrap(_heading(crot, axis))  # the turn itself, not its angle mod 2 pi
+        dyaw = axis_angle_to_quat(np.array([0.0, 0.0, (yaw[-1] - yaw[0]) * stretch]))
     step[2] = 0.0
-    origin = motion.root_translations[0] * np.array([1.0, 1.0, 0.0])
+    origin = cpos[0] * np.array([1.0, 1.0, 0.0])
     roots, rots, trans, times = [], [], [], []
     acc_q = np.array([0.0, 0.0, 0.0, 1.0])
     acc_t = np.zeros(3)
@@ -374,7 +439,7 @@ def prepare_reference(
     if target_height_m is not None:
         scale = float(target_height_m) / height
         rig, motion = scale_rig(rig, scale), scale_motion(motion, scale)
-    motion = loop_motion(motion, loops)
+    motion = loop_motion(motion, loops, rig)
     fps = cfg.fps or min(motion.fps, cfg.max_fps)
     if not motion.is_uniform() or abs(fps - motion.fps) > 1e-9 or abs(motion.times[0]) > 1e-12:
         motion = motion.resample(fps)

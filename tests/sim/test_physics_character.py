@@ -30,7 +30,7 @@ from sim.physics import (
     scale_rig,
 )
 from sim.physics._capsules import Capsule, capsule_mass_properties, fit_capsule
-from sim.rotations import axis_angle_to_quat, quat_identity, quat_multiply, quat_normalize
+from sim.rotations import axis_angle_to_quat, quat_identity, quat_multiply, quat_normalize, quat_rotate
 
 ROT_TOL = 1e-9
 POS_TOL = 1e-9
@@ -476,6 +476,114 @@ def test_loop_motion_accumulates_heading_and_position():
     assert looped.frame_count == 3 * (frames - 1) + 1
     np.testing.assert_allclose(looped.root_translations[-1, 0], 3.0, atol=1e-12)
     np.testing.assert_allclose(np.diff(looped.root_translations[:, 0]), 0.1, atol=1e-12)
+
+
+def _rot_z(angle):
+    """Rotation matrices about +Z, shape (..., 3, 3) (NumPy, independent of the quaternion code under test)."""
+    c, s = np.cos(angle), np.sin(angle)
+    z, o = np.zeros_like(c), np.ones_like(c)
+    return np.stack([np.stack([c, -s, z], -1), np.stack([s, c, z], -1), np.stack([z, z, o], -1)], -2)
+
+
+def _heading_x(q):
+    """Unwrapped heading [rad] of the local x axes of world rotations ``q`` (F, 4), seen from above, shape (F,)."""
+    from sim.rotations import quat_to_matrix
+
+    fwd = quat_to_matrix(q)[..., :, 0]
+    return np.unwrap(np.arctan2(fwd[:, 1], fwd[:, 0]))
+
+
+@pytest.mark.parametrize(("start", "turn"), [(3.0, 0.3), (-3.0, -0.3), (0.0, 3.6)])
+def test_loop_motion_extrapolates_an_open_turn_across_pi_and_past_half_a_turn(start, turn):
+    """An open clip's turn per repeat is its unwrapped heading change (the angle of the yaw-quaternion difference
+    read mod 2 pi gave a seam step of -0.598 rad for a 0.03 rad/frame turn crossing +-pi at 3.0, and -0.268 for a
+    3.6 rad turn, instead of the clip's rate)."""
+    rig = table_quadruped()
+    frames = 11
+    yaw = start + np.linspace(0.0, turn, frames)
+    rot = np.repeat(rig.rest_rotations[None], frames, 0).copy()
+    rot[:, 0] = axis_angle_to_quat(yaw[:, None] * [0.0, 0.0, 1.0])
+    rot[-1, 1] = axis_angle_to_quat(np.array([0.0, 0.3, 0.0]))  # open: a joint differs at the end
+    root = np.stack([np.linspace(0, 1.0, frames), np.zeros(frames), np.full(frames, 0.4)], axis=1)
+    with pytest.warns(UserWarning, match="differ"):
+        looped = loop_motion(sim.Motion(10.0, root, rot), 2)
+    assert looped.frame_count == 2 * frames
+    rate = turn / (frames - 1)
+    np.testing.assert_allclose(np.diff(_heading_x(looped.rotations[:, 0])), rate, atol=1e-9)  # seam included
+    # the second repeat: the first turned by the extrapolated turn about its first root, shifted by the travel
+    stretch = frames / (frames - 1)
+    origin = root[0] * [1.0, 1.0, 0.0]
+    shift = (root[-1] - root[0]) * stretch * [1.0, 1.0, 0.0]
+    expected = (_rot_z(turn * stretch) @ (root - origin).T).T + origin + shift
+    np.testing.assert_allclose(looped.root_translations[frames:], expected, atol=1e-12)
+
+
+def _container_rig():
+    """A meshless rig whose joint 0 is a static container rotated +90 deg about X (a glTF ``_rootJoint``) above
+    the hip (joint 1, world-aligned at 0.4 m), which has a head, a tail and a leg reaching the ground."""
+    up = axis_angle_to_quat(np.array([np.pi / 2, 0.0, 0.0]))  # container local y -> world z
+    down = axis_angle_to_quat(np.array([-np.pi / 2, 0.0, 0.0]))
+    t = np.array([[0.0, 0.0, 0.0], [0.0, 0.4, 0.0], [0.3, 0.0, 0.1], [-0.2, 0.0, 0.0], [0.0, 0.0, -0.4]])
+    rot = np.stack([up, down, quat_identity(), quat_identity(), quat_identity()])
+    return sim.Rig(["container", "hip", "head", "tail", "leg"], [-1, 0, 1, 1, 1], t, rot, name="container")
+
+
+@pytest.mark.parametrize("turn", [0.0, 0.5, -2.0])
+def test_loop_motion_carries_on_from_a_child_of_static_joints(turn):
+    """A rig whose joint 0 is static and whose hip (joint 1) carries the travel (its local translation) and the
+    turn (its local rotation), like the Fox's: each repeat starts where the previous ended. Before, only joint
+    0's transform was accumulated: the hip jumped back at every seam (the Fox Walk given 40 units of travel per
+    cycle: 37.6 units backwards), and a turn on the hip made the clip count as open."""
+    rig = _container_rig()
+    frames, fps, speed = 11, 10.0, 0.1
+    i = np.arange(frames)
+    heading = turn * i / (frames - 1)
+    hip = np.stack([speed * i, np.zeros(frames), np.full(frames, 0.4)], axis=1)  # world, straight along x
+    to_container = axis_angle_to_quat(np.array([-np.pi / 2, 0.0, 0.0]))
+    trans = np.repeat(rig.rest_translations[None], frames, 0).copy()
+    trans[:, 1] = quat_rotate(to_container, hip)  # the container sits at the origin
+    rot = np.repeat(rig.rest_rotations[None], frames, 0).copy()
+    rot[:, 1] = quat_multiply(to_container, axis_angle_to_quat(heading[:, None] * [0.0, 0.0, 1.0]))
+    rot[:, 4] = axis_angle_to_quat((0.3 * np.sin(2 * np.pi * i / (frames - 1)))[:, None] * [0.0, 1.0, 0.0])
+    clip = sim.Motion(fps, trans[:, 0], rot, trans, name="hip_walk")
+    world = sim.pose_motion(rig, clip)[0][:, 1]
+    np.testing.assert_allclose(world, hip, atol=1e-12)  # the construction: the hip's world path
+    # expected: repeat k is the clip turned by k * turn about the hip's first position, shifted by the
+    # accumulated travel (each repeat's straight leg turned by the heading it starts with)
+    loops = 3
+    expected, start = [], hip[0].copy()
+    for k in range(loops):
+        r = _rot_z(np.array(k * turn))
+        expected.append((r @ (hip - hip[0]).T).T + start)
+        start = expected[-1][-1]
+    expected = np.concatenate([e[:-1] for e in expected] + [expected[-1][-1:]])
+    expected_heading = np.concatenate([heading[:-1] + k * turn for k in range(loops)] + [[loops * turn]])
+    cfg = ReferenceConfig(root_motion="keep", ground="none", ballistic_flight=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # closing: the turn is the hip's, its pose is the first one again
+        for looped in (loop_motion(clip, loops, rig), prepare_reference(rig, clip, cfg, loops=loops).motion):
+            assert looped.frame_count == loops * (frames - 1) + 1
+            pos, wrot = sim.pose_motion(rig, looped)
+            np.testing.assert_allclose(pos[:, 1], expected, atol=1e-9)
+            np.testing.assert_allclose(_heading_x(wrot[:, 1]), expected_heading, atol=1e-9)
+            step = np.linalg.norm(np.diff(pos[:, 1, :2], axis=0), axis=1)
+            np.testing.assert_allclose(step, speed, atol=1e-9)  # no jump at the seams
+
+
+def test_float32_key_times_keep_the_closing_frame_when_looped():
+    """A closing 18-frame 24 fps clip on float32 key times (as glTF stores them), looped 3 times: 52 frames over
+    51/24 s. The looped times are off the grid by float32 rounding, so the clip is resampled, and the resampling
+    dropped the closing frame (51 frames; the Fox Walk with --loops 3 ended one frame short)."""
+    rig = table_quadruped()
+    frames, fps = 18, 24.0
+    still = hold(rig, frames, fps)
+    times = (np.arange(frames) / fps).astype(np.float32).astype(np.float64)
+    clip = sim.Motion(fps, still.root_translations, still.rotations, times=times)
+    cfg = ReferenceConfig(root_motion="keep", ground="none", ballistic_flight=False)
+    for loops in (1, 2, 3, 4):
+        ref = prepare_reference(rig, clip, cfg, loops=loops).motion
+        assert ref.frame_count == loops * (frames - 1) + 1
+        np.testing.assert_allclose(ref.duration, loops * (frames - 1) / fps, atol=1e-12)
 
 
 def test_root_motion_from_contacts_plants_treadmill_feet():

@@ -123,6 +123,24 @@ def test_motion_validation_and_sampling():
     np.testing.assert_allclose(lt[:, 0], m.root_translations)
 
 
+def test_resample_keeps_the_last_frame_of_float32_key_times():
+    """glTF key times are float32: an 18-frame 24 fps clip ends at float32(17/24), 5.6e-7 frames before the grid
+    point 17/24, and resampling at 24 fps dropped its last frame (17 of 18). It is kept, at the clip's end."""
+    frames, fps = 18, 24.0
+    times = (np.arange(frames) / fps).astype(np.float32).astype(np.float64)
+    assert times[-1] < (frames - 1) / fps  # the construction: float32 rounds this end down
+    root = np.arange(frames)[:, None] * np.array([1.0, 0.0, 0.0])  # x = key index
+    m = Motion(fps, root, quat_identity((frames, 2)), times=times)
+    r = m.resample(fps)
+    assert r.frame_count == frames
+    assert r.times[-1] == times[-1]  # clamped to the end, not past it
+    np.testing.assert_allclose(r.root_translations[:, 0], np.arange(frames), atol=1e-4)  # key k at k / fps
+    assert r.root_translations[-1, 0] == frames - 1
+    # a clip really short of its last grid point (by 1e-3 frames) still ends at the grid point before
+    short = Motion(fps, root, quat_identity((frames, 2)), times=np.r_[times[:-1], (frames - 1 - 1e-3) / fps])
+    assert short.resample(fps).frame_count == frames - 1
+
+
 @pytest.mark.parametrize("fps", [0.0, -10.0, float("nan"), float("inf")])
 def test_resample_rejects_a_bad_rate(fps):
     m = Motion(10, np.zeros((3, 3)), quat_identity((3, 2)), name="clip")
