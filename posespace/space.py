@@ -110,15 +110,15 @@ class SamplingConfig:
             _count(f"SamplingConfig.{name}", getattr(self, name), 0)
         for name in ("temperature", "max_step", "ik_validator_weight", "guidance_damping"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+            if not (_is_real(value) and math.isfinite(value) and value >= 0):
                 raise ValueError(f"SamplingConfig.{name}: must be a finite number >= 0, got {value!r}")
         for name in ("ik_damping", "ik_handle_tolerance_start", "ik_handle_tolerance"):  # no damping: singular
             value = getattr(self, name)
-            if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            if not (_is_real(value) and math.isfinite(value) and value > 0):
                 raise ValueError(f"SamplingConfig.{name}: must be a finite number > 0, got {value!r}")
         for name in ("guidance_from", "project_strength", "interpolation_time"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and 0.0 <= value <= 1.0):
+            if not (_is_real(value) and 0.0 <= value <= 1.0):
                 raise ValueError(f"SamplingConfig.{name}: must be a diffusion time in [0, 1], got {value!r}")
         return self
 
@@ -575,7 +575,7 @@ class PoseSpace:
         """
         pr = self.pose_rig(rig)
         s = self.sampling.project_strength if strength is None else strength
-        if isinstance(s, bool) or not isinstance(s, (int, float)) or not 0.0 <= s <= 1.0:  # NaN fails too
+        if not _is_real(s) or not 0.0 <= s <= 1.0:  # NaN fails too
             raise ValueError(f"strength: must be a diffusion time in [0, 1], got {strength!r}")
         s = float(s)
 
@@ -763,6 +763,11 @@ def _check_calibration_fits(cal: RigCalibration, key: str, rig: Rig, source: str
     if joints != rig.joint_count:
         raise ValueError(f"{source}: calibrations[{key!r}] has limits for {joints} joints but rig {rig.name!r} has "
                          f"{rig.joint_count}: the checkpoint's calibration of this skeleton is damaged")  # fmt: skip
+
+
+def _is_real(value) -> bool:
+    """A real number: Python int/float or a NumPy scalar (np.float32 is no ``float``), not a bool."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
 def _count(name: str, value, low: int) -> int:

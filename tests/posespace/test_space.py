@@ -559,6 +559,12 @@ def test_target_filter_and_prior_name_bad_input(trained):
     for strength in (5.0, float("nan"), -0.1):  # refused when the filter is made, not when a frame needs it
         with pytest.raises(ValueError, match=r"strength: must be a diffusion time in \[0, 1\]"):
             space.target_filter(rig, strength)
+    # a NumPy float32 in range is a strength (np.float32 is no Python float; np.float64 is, and passed before)
+    filtered = space.target_filter(rig, np.float32(0.3))(motion.slice(0, 6))
+    assert filtered.frame_count == 6 and np.isfinite(filtered.rotations).all()
+    space.with_sampling(project_strength=np.float32(0.3))  # SamplingConfig takes it too
+    with pytest.raises(ValueError, match=r"SamplingConfig.project_strength"):
+        space.with_sampling(project_strength=True)
     prior = space.pose_prior(rig, manifold_weight=0.0)
     rot = torch.tensor(helpers.stick_walk(rig, 4).rotations, dtype=torch.float32)
     rot[2, 5] = float("nan")
