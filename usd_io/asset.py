@@ -56,7 +56,9 @@ def load_asset(source: str | Path, *, skeleton: str | None = None, **options) ->
 
     Raises:
         InputError: unreadable or malformed file, unknown format, ``skeleton`` naming no Skeleton in a SkelRoot or
-            given for a source that is not a USD file (the message names file and field).
+            given for a source that is not a USD file (the message names file and field); for ``procedural:NAME``,
+            an unknown name (field ``name``) or a config option of the wrong type, out of range, or one the legs or
+            the skin grid cannot follow (field ``options``, the problem naming the config field).
     """
     text = str(source)
     if skeleton is not None and not text.lower().endswith((".usd", ".usda", ".usdc")):
@@ -70,6 +72,8 @@ def load_asset(source: str | Path, *, skeleton: str | None = None, **options) ->
             rig, clips = characters.build(name, **options)
         except KeyError as e:
             raise InputError(text, "name", str(e.args[0])) from None
+        except (TypeError, ValueError) as e:  # a config of the wrong type or out of range, a gait the legs can't follow
+            raise InputError(text, "options", str(e)) from e
         return Asset(rig, clips, text, 1.0)
     path = Path(source)
     if path.is_dir():

@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields, replace
 
 from ..motion import Motion
 from ..rig import Rig
+from ._checks import article
 from ._gaits import (
     BipedWalkConfig,
     IdleConfig,
@@ -66,20 +67,28 @@ def build(
     Raises:
         KeyError: unknown ``name``; the message lists the known names.
         TypeError: a config of the wrong type for the character.
+        ValueError: a config the legs cannot follow, or a grid too coarse for the skin (the message names the
+            field). Out-of-range fields are refused when the config is made.
     """
-    species_name, _, clip = str(name).partition("-")
+    species_name, dash, clip = str(name).partition("-")
     species = _SPECIES.get(species_name)
-    if species is None or (clip and clip not in _CLIPS):
+    if species is None or (dash and clip not in _CLIPS):
         raise KeyError(f"unknown procedural asset {name!r}; known: {', '.join(procedural_asset_names())}")
+    for value, want, what in (
+        (config, species.rig_config, "config"),
+        (walk, species.walk_config, "walk"),
+        (idle, IdleConfig, "idle"),
+    ):
+        if value is not None and not isinstance(value, want):
+            raise TypeError(
+                f"build({name!r}): {what} must be {article(want.__name__)} {want.__name__}, got {type(value).__name__}"
+            )
     if config is None:
         config = species.rig_config()
     if walk is None:
         walk = _scaled_walk(species.walk_config(), config.height / species.rig_config().height)
     if idle is None:
         idle = IdleConfig()
-    for value, want, what in ((config, species.rig_config, "config"), (walk, species.walk_config, "walk")):
-        if not isinstance(value, want):
-            raise TypeError(f"build({name!r}): {what} must be a {want.__name__}, got {type(value).__name__}")
     rig = species.make_rig(config)
     makers = {"walk": lambda: species.walk(rig, walk), "idle": lambda: species.idle(rig, idle)}
     wanted = [clip] if clip else list(_CLIPS)

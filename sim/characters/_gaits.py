@@ -8,7 +8,9 @@ closing the loop.
 Feet: each leg's *toes* joint follows a footfall schedule. In stance it rests where it landed (the foot flat,
 its sole on z = 0); in swing it lifts vertically, travels forward with zero velocity at both ends, and sets down
 vertically. Analytic two-bone IK (:func:`._ik.two_bone_ik`) bends hip/knee (shoulder/elbow) so that the ankle
-(wrist) meets the foot, whose world orientation is set directly; stance feet therefore do not slide.
+(wrist) meets the foot, whose world orientation is set directly; stance feet therefore do not slide. The biped's
+sole is skinned partly to the shin, so bending the knee would lift it: its stance height is measured on the
+skinned mesh and the foot lowered onto z = 0 in every frame (:func:`_ground_leg`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 
 from ..motion import Motion
 from ..rig import Rig, RigError
+from ._checks import require_config, require_int, require_real
 from ._ik import PoseBuilder, rot_x, rot_y, rot_z, two_bone_ik
 
 __all__ = [
@@ -37,23 +40,38 @@ MAX_REACH = 0.995
 _VERTICAL_MARGIN = 0.1
 """Fraction of the swing, at each end, during which a foot only moves vertically (lift-off and set-down)."""
 
+_HIND_LIFT_LEAD = 0.5
+"""How far ahead of the swing a hind paw's lift runs (see :func:`_lead`): it is highest at 38% of the swing, while
+still behind the hip, and low when it reaches forward. A lift peaking half-way had the paw high and forward at
+once, which folds the stifle up into the belly (13 mm deep in the default walk)."""
+
+_HIND_FLEX_LEAD = 1.0
+"""How far ahead of the swing a hind pastern's flex runs: it peaks at 29% of the swing and is gone by 68%, so the
+hock is extended (low) in late swing, as a dog's is when the hind leg reaches forward."""
+
+_QUADRUPED_LEGS = ("hind_left", "front_left", "hind_right", "front_right")
+"""The quadruped's legs, in the order of :attr:`QuadrupedWalkConfig.footfalls`."""
+
 
 @dataclass(frozen=True)
 class QuadrupedWalkConfig:
-    """A four-beat lateral-sequence walk (left hind, left fore, right hind, right fore)."""
+    """A four-beat lateral-sequence walk (left hind, left fore, right hind, right fore).
+
+    The hind paws lift and flex early in their swing and reach forward low, which keeps the thighs off the belly.
+    """
 
     fps: float = 30.0
-    """Frame rate [1/s]."""
+    """Frame rate [1/s], finite and > 0."""
     cycle_frames: int = 24
-    """Frames per gait cycle [count] (period = cycle_frames / fps)."""
+    """Frames per gait cycle [count], an integer >= 2 (period = cycle_frames / fps)."""
     cycles: int = 2
-    """Gait cycles in the clip [count]."""
+    """Gait cycles in the clip [count], an integer >= 1."""
     speed: float = 0.42
     """Forward speed of the root [m/s]; the stride is speed x period."""
     duty_factor: float = 0.62
-    """Fraction of the cycle each foot is on the ground [unitless], > 0.5 for a walk."""
+    """Fraction of the cycle each foot is on the ground [unitless], in (0.5, 1): > 0.5 for a walk, < 1 to swing."""
     footfalls: tuple[float, float, float, float] = (0.0, 0.25, 0.5, 0.75)
-    """Touchdown times of hind_left, front_left, hind_right, front_right [fraction of the cycle]."""
+    """Touchdown times of hind_left, front_left, hind_right, front_right [fraction of the cycle]; exactly 4."""
     step_height: float = 0.05
     """Peak lift of a paw during swing [m]."""
     paw_flex: float = 0.6
@@ -67,23 +85,44 @@ class QuadrupedWalkConfig:
     head_nod: float = 0.04
     """Head pitch oscillation [rad]."""
 
+    def __post_init__(self):
+        _check_timing(self)
+        require_real(self, "speed")
+        require_real(self, "duty_factor", 0.5, 1.0, low_open=True, high_open=True)
+        try:
+            count = len(self.footfalls)
+        except TypeError:
+            count = None
+        if count != len(_QUADRUPED_LEGS):
+            raise ValueError(
+                f"QuadrupedWalkConfig.footfalls: must be {len(_QUADRUPED_LEGS)} touchdown times (of "
+                f"{', '.join(_QUADRUPED_LEGS)}), got {self.footfalls!r}"
+            )
+        for value in self.footfalls:
+            require_real(self, "footfalls", value=value)
+        for name in ("step_height", "bob"):
+            require_real(self, name, 0.0)
+        for name in ("paw_flex", "spine_sway", "tail_wag", "head_nod"):
+            require_real(self, name)
+
 
 @dataclass(frozen=True)
 class BipedWalkConfig:
     """A human walk: alternating steps with heel-off, pelvis bob, sway and rotation, and arm swing."""
 
     fps: float = 30.0
-    """Frame rate [1/s]."""
+    """Frame rate [1/s], finite and > 0."""
     cycle_frames: int = 34
-    """Frames per gait cycle, i.e. two steps [count] (period = cycle_frames / fps)."""
+    """Frames per gait cycle, i.e. two steps [count], an integer >= 2 (period = cycle_frames / fps)."""
     cycles: int = 2
-    """Gait cycles in the clip [count]."""
+    """Gait cycles in the clip [count], an integer >= 1."""
     speed: float = 0.9
     """Forward speed of the root [m/s]; the stride (two steps) is speed x period."""
     duty_factor: float = 0.6
-    """Fraction of the cycle each foot is on the ground [unitless] (0.5 - 1; double support = duty - 0.5)."""
+    """Fraction of the cycle each foot is on the ground [unitless], in [0.5, 1) (double support = duty - 0.5)."""
     heel_off: float = 0.22
-    """Duration of the heel rise at the end of stance, the toes staying planted [fraction of the cycle]."""
+    """Duration of the heel rise at the end of stance, the toes staying planted [fraction of the cycle], in
+    (0, duty_factor]."""
     heel_lift: float = 0.55
     """Foot pitch at toe-off (heel up) [rad]."""
     stance_shift: float = -0.08
@@ -108,17 +147,29 @@ class BipedWalkConfig:
     elbow_bend: float = 0.25
     """Mean elbow flexion [rad]."""
 
+    def __post_init__(self):
+        _check_timing(self)
+        require_real(self, "speed")
+        require_real(self, "duty_factor", 0.5, 1.0, high_open=True)
+        require_real(self, "heel_off", 0.0, float(self.duty_factor), low_open=True)
+        for name in ("step_height", "bob"):
+            require_real(self, name, 0.0)
+        for name in ("heel_lift", "stance_shift", "pelvis_drop", "sway", "pelvis_yaw", "pelvis_roll", "arm_swing"):
+            require_real(self, name)
+        for name in ("arm_drop", "elbow_bend"):
+            require_real(self, name)
+
 
 @dataclass(frozen=True)
 class IdleConfig:
     """Standing idle: breathing, weight shift and looking around, feet planted."""
 
     fps: float = 30.0
-    """Frame rate [1/s]."""
+    """Frame rate [1/s], finite and > 0."""
     cycle_frames: int = 120
-    """Frames per idle cycle [count]."""
+    """Frames per idle cycle [count], an integer >= 2."""
     cycles: int = 1
-    """Cycles in the clip [count]."""
+    """Cycles in the clip [count], an integer >= 1."""
     sway: float = 0.012
     """Lateral weight shift of the pelvis for a 1.75 m tall character [m]; scaled with the rig's height."""
     breath: float = 0.03
@@ -129,6 +180,18 @@ class IdleConfig:
     """Tail swing [rad] (quadrupeds)."""
     arm_drop: float = 0.1
     """Angle of the arms from the vertical [rad] (bipeds)."""
+
+    def __post_init__(self):
+        _check_timing(self)
+        for name in ("sway", "breath", "look", "tail_wag", "arm_drop"):
+            require_real(self, name)
+
+
+def _check_timing(config) -> None:
+    """The frame rate, cycle length and cycle count every clip config has."""
+    require_real(config, "fps", 0.0, low_open=True)
+    require_int(config, "cycle_frames", 2)
+    require_int(config, "cycles", 1)
 
 
 # -- shared machinery ------------------------------------------------------------------------------------------
@@ -162,7 +225,14 @@ class _Track:
     lift: np.ndarray  # height of the toes above their stance height [m]
 
 
-def _track(t: np.ndarray, period: float, touchdown: float, duty: float, stride: float, height: float) -> _Track:
+def _lead(u: np.ndarray, lead: float) -> np.ndarray:
+    """Swing progress run ahead: ``u + lead u (1 - u)`` (0 and 1 stay put; ``lead`` in [0, 1] keeps it monotonic)."""
+    return u + lead * u * (1.0 - u) if lead else u
+
+
+def _track(
+    t: np.ndarray, period: float, touchdown: float, duty: float, stride: float, height: float, lift_lead: float = 0.0
+) -> _Track:
     cyc = t / period - touchdown
     k = np.floor(cyc)
     p = cyc - k
@@ -171,7 +241,7 @@ def _track(t: np.ndarray, period: float, touchdown: float, duty: float, stride: 
     planted = stride * (k + touchdown + 0.5 * duty)  # centred under the hip at mid-stance
     m = _VERTICAL_MARGIN
     dx = planted + np.where(stance, 0.0, stride * _smooth((u - m) / (1.0 - 2.0 * m)))
-    lift = np.where(stance, 0.0, height * _bump(u))
+    lift = np.where(stance, 0.0, height * _bump(_lead(u, lift_lead)))
     return _Track(p, stance, u, dx, lift)
 
 
@@ -183,6 +253,12 @@ class _Leg:
     toes: str
     sole: float  # height of the foot's lowest rest vertex above z = 0 [m]
     centre: float  # forward offset of the toes at mid-stance, placing the ankle under the hip [m]
+    skin: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # the foot's rest vertices, joints, weights
+
+    @property
+    def label(self) -> str:
+        """The leg's name in messages: ``front_left``, ``left``, ..."""
+        return self.upper.removesuffix("_upper_leg").removesuffix("_thigh")
 
 
 def _leg(rig: Rig, names: tuple[str, str, str, str]) -> _Leg:
@@ -194,8 +270,52 @@ def _leg(rig: Rig, names: tuple[str, str, str, str]) -> _Leg:
     dominant = mesh.influence_joints[np.arange(mesh.vertex_count), np.argmax(mesh.influence_weights, axis=1)]
     on_foot = np.isin(dominant, idx[2:])
     sole = float(mesh.points[on_foot, 2].min()) if on_foot.any() else 0.0
+    skin = (mesh.points[on_foot], mesh.influence_joints[on_foot], mesh.influence_weights[on_foot])
     rest = rig.rest_world_transforms()[0]
-    return _Leg(*names, sole=sole, centre=float(rest[idx[0], 0] - rest[idx[2], 0]))
+    return _Leg(
+        *names, sole=sole, centre=float(rest[idx[0], 0] - rest[idx[2], 0]), skin=skin if on_foot.any() else None
+    )
+
+
+def _sole_height(pose: PoseBuilder, leg: _Leg) -> np.ndarray:
+    """Height [m] of the leg's lowest foot vertex in each frame under the current pose (linear blend skinning)."""
+    points, joints, weights = leg.skin
+    z = np.zeros((pose.frame_count, len(points)))
+    for j in np.unique(joints[weights > 0.0]):
+        pos, rot = pose.world(pose.rig.joint_names[j])
+        w = np.where(joints == j, weights, 0.0).sum(axis=1)  # (V,)
+        local = points - pose.rest_positions[j]
+        z += w * (np.einsum("fb,vb->fv", rot[:, 2], local) + pos[:, 2:3])
+    return z.min(axis=1)
+
+
+_GROUNDING_PASSES = 2
+"""Corrections of the stance feet's height (each re-solves the leg; the second leaves < 0.1 mm)."""
+
+
+def _ground_leg(pose, leg, toes_pos, stance, cycle_frames, foot_pitch, toes_pitch) -> np.ndarray:
+    """Poses a leg as :func:`_solve_leg` does, then lowers its toes target until the sole touches z = 0 in stance.
+
+    The sole's height is measured on the skinned mesh, so skin weighted partly to the shin (a heel lifted by the
+    bending knee) is accounted for. The correction is a vertical shift of the whole foot, the same in every cycle
+    (measured on the first) and interpolated across the swing between the values at lift-off and touchdown, so
+    planted feet stay planted and the clip still loops exactly. Returns the reach ratio per frame.
+    """
+    reach = _solve_leg(pose, leg, toes_pos, foot_pitch, toes_pitch)
+    if leg.skin is None:
+        return reach
+    toes_pos = toes_pos.copy()
+    frames = np.arange(len(toes_pos))
+    one = frames[:cycle_frames]
+    on = one[stance[:cycle_frames]]
+    if on.size == 0:
+        return reach
+    for _ in range(_GROUNDING_PASSES):
+        low = _sole_height(pose, leg)
+        correction = np.interp(one, on, low[on], period=cycle_frames)
+        toes_pos[:, 2] -= correction[frames % cycle_frames]
+        reach = _solve_leg(pose, leg, toes_pos, foot_pitch, toes_pitch)
+    return reach
 
 
 def _solve_leg(pose: PoseBuilder, leg: _Leg, toes_pos: np.ndarray, foot_pitch, toes_pitch) -> np.ndarray:
@@ -215,12 +335,18 @@ def _solve_leg(pose: PoseBuilder, leg: _Leg, toes_pos: np.ndarray, foot_pitch, t
     return reach
 
 
-def _check_reach(reach: np.ndarray, clip: str, leg: str) -> None:
-    worst = float(reach.max())
+_WALK_ADVICE = "lower speed, cycle_frames or duty_factor (each shortens the stance foot's travel under the hip)"
+_IDLE_ADVICE = "the rig's legs cannot stand on the ground from its rest pose"
+
+
+def _check_reach(reaches: dict[str, np.ndarray], clip: str, advice: str) -> None:
+    """Refuses a clip in which some leg's hip-ankle distance exceeds MAX_REACH; the message names the worst leg."""
+    worst_leg = max(reaches, key=lambda leg: float(reaches[leg].max()))
+    worst = float(reaches[worst_leg].max())
     if worst > MAX_REACH:
         raise ValueError(
-            f"{clip}: the {leg} leg cannot reach its foot (hip-ankle distance {worst:.3f} x leg length > "
-            f"{MAX_REACH}); lower the speed or the stride, or raise cycle_frames/duty_factor"
+            f"{clip}: the {worst_leg} leg cannot reach its foot (hip-ankle distance {worst:.3f} x leg length > "
+            f"{MAX_REACH}); {advice}"
         )
 
 
@@ -229,8 +355,6 @@ def _motion(pose: PoseBuilder, times: np.ndarray, fps: float, name: str) -> Moti
 
 
 # -- quadruped -------------------------------------------------------------------------------------------------
-
-_QUADRUPED_LEGS = ("hind_left", "front_left", "hind_right", "front_right")
 
 
 def _quadruped_legs(rig: Rig) -> list[_Leg]:
@@ -254,8 +378,11 @@ def quadruped_walk(rig: Rig, config: QuadrupedWalkConfig = QuadrupedWalkConfig()
 
     Raises:
         RigError: ``rig`` lacks the quadruped's joints or has non-identity rest rotations.
-        ValueError: a config the legs cannot follow (stride too long for the legs).
+        TypeError: ``config`` is not a :class:`QuadrupedWalkConfig`.
+        ValueError: a config the legs cannot follow (stride too long for the legs; the message names the worst
+            leg). Out-of-range fields are refused when the config is made (the message names the field).
     """
+    require_config(config, QuadrupedWalkConfig, "quadruped_walk: config")
     c = config
     t, period = _times(c.fps, c.cycle_frames, c.cycles)
     legs = _quadruped_legs(rig)
@@ -267,18 +394,29 @@ def quadruped_walk(rig: Rig, config: QuadrupedWalkConfig = QuadrupedWalkConfig()
     pose.set_local("pelvis", rot_z(-0.5 * c.spine_sway * np.sin(w)) @ rot_x(0.02 * np.sin(w)))
     _quadruped_body(pose, w, c.spine_sway, c.head_nod, c.tail_wag)
     m = _VERTICAL_MARGIN
-    for leg, touchdown in zip(legs, c.footfalls):
-        tr = _track(t, period, touchdown, c.duty_factor, stride, c.step_height)
-        flex = c.paw_flex * _bump((tr.swing - m) / (1.0 - 2.0 * m))
+    reaches = {}
+    for leg, touchdown in zip(legs, c.footfalls, strict=True):
+        hind = leg.label.startswith("hind")
+        lift_lead, flex_lead = (_HIND_LIFT_LEAD, _HIND_FLEX_LEAD) if hind else (0.0, 0.0)
+        tr = _track(t, period, touchdown, c.duty_factor, stride, c.step_height, lift_lead)
+        flex = c.paw_flex * _bump((_lead(tr.swing, flex_lead) - m) / (1.0 - 2.0 * m))
         toes = pose.rest_positions[pose.index(leg.toes)] + np.stack(
             [tr.dx + leg.centre, np.zeros_like(t), tr.lift - leg.sole], axis=-1
         )
-        _check_reach(_solve_leg(pose, leg, toes, flex, 1.3 * flex), "quadruped walk", leg.upper[: -len("_upper_leg")])
+        reaches[leg.label] = _solve_leg(pose, leg, toes, flex, 1.3 * flex)
+    _check_reach(reaches, "quadruped walk", _WALK_ADVICE)
     return _motion(pose, t, c.fps, "walk")
 
 
 def quadruped_idle(rig: Rig, config: IdleConfig = IdleConfig()) -> Motion:
-    """A looping standing idle of the procedural quadruped: breathing, weight shift, looking around, tail wag."""
+    """A looping standing idle of the procedural quadruped: breathing, weight shift, looking around, tail wag.
+
+    Raises:
+        RigError: ``rig`` lacks the quadruped's joints or has non-identity rest rotations.
+        TypeError: ``config`` is not an :class:`IdleConfig`.
+        ValueError: the legs cannot reach the ground (the message names the worst leg).
+    """
+    require_config(config, IdleConfig, "quadruped_idle: config")
     c = config
     t, period = _times(c.fps, c.cycle_frames, c.cycles)
     legs = _quadruped_legs(rig)
@@ -295,9 +433,11 @@ def quadruped_idle(rig: Rig, config: IdleConfig = IdleConfig()) -> Motion:
     pose.set_local("neck", rot_y(0.05 * np.sin(2.0 * w)))
     pose.set_local("head", rot_z(c.look * np.sin(w)) @ rot_y(0.05 * np.sin(3.0 * w)))
     zero = np.zeros_like(t)
+    reaches = {}
     for leg in legs:
         toes = pose.rest_positions[pose.index(leg.toes)] + np.stack([zero, zero, zero - leg.sole], axis=-1)
-        _check_reach(_solve_leg(pose, leg, toes, zero, zero), "quadruped idle", leg.upper[: -len("_upper_leg")])
+        reaches[leg.label] = _solve_leg(pose, leg, toes, zero, zero)
+    _check_reach(reaches, "quadruped idle", _IDLE_ADVICE)
     return _motion(pose, t, c.fps, "idle")
 
 
@@ -335,8 +475,11 @@ def biped_walk(rig: Rig, config: BipedWalkConfig = BipedWalkConfig()) -> Motion:
 
     Raises:
         RigError: ``rig`` lacks the biped's joints or has non-identity rest rotations.
-        ValueError: a config the legs cannot follow (stride too long for the legs).
+        TypeError: ``config`` is not a :class:`BipedWalkConfig`.
+        ValueError: a config the legs cannot follow (stride too long for the legs; the message names the worst
+            leg). Out-of-range fields are refused when the config is made (the message names the field).
     """
+    require_config(config, BipedWalkConfig, "biped_walk: config")
     c = config
     t, period = _times(c.fps, c.cycle_frames, c.cycles)
     legs = _biped_legs(rig)
@@ -367,7 +510,8 @@ def biped_walk(rig: Rig, config: BipedWalkConfig = BipedWalkConfig()) -> Motion:
         c.elbow_bend + 0.5 * c.arm_swing * (1.0 + np.cos(w)) / 2.0,
     )
     m = _VERTICAL_MARGIN
-    for leg, touchdown in zip(legs, (0.0, 0.5)):
+    reaches = {}
+    for leg, touchdown in zip(legs, (0.0, 0.5), strict=True):
         tr = _track(t, period, touchdown, beta, stride, c.step_height)
         heel = c.heel_lift * _smooth((tr.phase - (beta - c.heel_off)) / c.heel_off)
         u = tr.swing
@@ -378,12 +522,20 @@ def biped_walk(rig: Rig, config: BipedWalkConfig = BipedWalkConfig()) -> Motion:
         toes = pose.rest_positions[pose.index(leg.toes)] + np.stack(
             [tr.dx + leg.centre + c.stance_shift, np.zeros_like(t), tr.lift - leg.sole], axis=-1
         )
-        _check_reach(_solve_leg(pose, leg, toes, foot_pitch, toes_pitch), "biped walk", leg.upper[: -len("_thigh")])
+        reaches[leg.label] = _ground_leg(pose, leg, toes, tr.stance, c.cycle_frames, foot_pitch, toes_pitch)
+    _check_reach(reaches, "biped walk", _WALK_ADVICE)
     return _motion(pose, t, c.fps, "walk")
 
 
 def biped_idle(rig: Rig, config: IdleConfig = IdleConfig()) -> Motion:
-    """A looping standing idle of the procedural biped: breathing, weight shift, looking around."""
+    """A looping standing idle of the procedural biped: breathing, weight shift, looking around.
+
+    Raises:
+        RigError: ``rig`` lacks the biped's joints or has non-identity rest rotations.
+        TypeError: ``config`` is not an :class:`IdleConfig`.
+        ValueError: the legs cannot reach the ground (the message names the worst leg).
+    """
+    require_config(config, IdleConfig, "biped_idle: config")
     c = config
     t, period = _times(c.fps, c.cycle_frames, c.cycles)
     legs = _biped_legs(rig)
@@ -403,7 +555,10 @@ def biped_idle(rig: Rig, config: IdleConfig = IdleConfig()) -> Motion:
     sway = 0.03 * np.sin(w)
     _biped_arms(pose, sway, -sway, c.arm_drop, 0.15 + 0.05 * np.sin(3.0 * w), 0.15 + 0.05 * np.sin(3.0 * w))
     zero = np.zeros_like(t)
+    reaches = {}
     for leg in legs:
         toes = pose.rest_positions[pose.index(leg.toes)] + np.stack([zero, zero, zero - leg.sole], axis=-1)
-        _check_reach(_solve_leg(pose, leg, toes, zero, zero), "biped idle", leg.upper[: -len("_thigh")])
+        planted = np.ones(len(t), dtype=bool)
+        reaches[leg.label] = _ground_leg(pose, leg, toes, planted, c.cycle_frames, zero, zero)
+    _check_reach(reaches, "biped idle", _IDLE_ADVICE)
     return _motion(pose, t, c.fps, "idle")

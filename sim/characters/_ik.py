@@ -41,6 +41,10 @@ def rot_z(angle) -> np.ndarray:
     return _axis_rotation(angle, 0, 1)
 
 
+_DEGENERATE = 1e-9
+"""Below this (relative) length a target direction or a projected bend normal is treated as undefined."""
+
+
 def _unit(v: np.ndarray) -> np.ndarray:
     return v / np.linalg.norm(v, axis=-1, keepdims=True)
 
@@ -66,7 +70,9 @@ def two_bone_ik(
     normal turned by ``follow`` (e.g. the pelvis's world rotation), towards the same side as in the rest pose
     (knees forward, dog elbows and hocks backward). Each rotation maps the bone's rest direction onto its posed
     direction and the rest bend-plane normal onto the posed one, so the bones do not twist. Targets out of reach
-    are clamped (the end then misses the target), and the returned reach ratio says so.
+    are clamped (the end then misses the target), and the returned reach ratio says so. The result is finite for
+    every finite input: a target on the root is approached along the chain's (followed) rest direction, a
+    target along the bend normal bends the chain in the plane of that normal and the rest direction.
 
     Args:
         root: chain root (hip) positions [m], shape (F, 3).
@@ -77,6 +83,10 @@ def two_bone_ik(
     Returns:
         world rotations of the upper and lower bones relative to the rest pose, shape (F, 3, 3) each, and the
         reach ratio |target - root| / (upper + lower length) per frame, shape (F,).
+
+    Raises:
+        RigError: the rest chain is straight.
+        ValueError: non-finite ``root``, ``target`` or ``follow``.
     """
     u0, v0 = rest_mid - rest_root, rest_end - rest_mid
     l1, l2 = float(np.linalg.norm(u0)), float(np.linalg.norm(v0))
@@ -86,13 +96,30 @@ def two_bone_ik(
     n0 = n0 / np.linalg.norm(n0)
     d0 = _unit(rest_end - rest_root)
     side = np.sign(np.dot(np.cross(n0, d0), u0))  # which side of the root-end line the middle joint lies on
+    root, target, follow = (np.asarray(x, dtype=np.float64) for x in (root, target, follow))
+    for label, x in (("root", root), ("target", target), ("follow", follow)):
+        if not np.isfinite(x).all():
+            raise ValueError(f"two_bone_ik: {label} has non-finite values")
     bend_normal = follow @ n0
     d = target - root
     dist = np.linalg.norm(d, axis=-1)
     reach = dist / (l1 + l2)
     dist_c = np.clip(dist, abs(l1 - l2) + 1e-9, (l1 + l2) * (1.0 - 1e-9))
+    # a target on the root has no direction: reach the nearest reachable point along the rest direction instead
+    at_root = dist <= _DEGENERATE * (l1 + l2)
+    if at_root.any():
+        d = np.where(at_root[:, None], follow @ d0, d)
+        dist = np.where(at_root, 1.0, dist)
     dh = d / dist[:, None]
-    n = _unit(bend_normal - np.sum(bend_normal * dh, axis=-1, keepdims=True) * dh)
+    n = bend_normal - np.sum(bend_normal * dh, axis=-1, keepdims=True) * dh
+    # a target along the bend normal leaves the plane undefined: bend as if the rest chain had swung about its
+    # in-plane perpendicular onto the target, which turns the rest normal onto minus the rest direction
+    flat = np.linalg.norm(n, axis=-1) <= _DEGENERATE
+    if flat.any():
+        fallback = -(follow @ d0)
+        fallback = fallback - np.sum(fallback * dh, axis=-1, keepdims=True) * dh
+        n = np.where(flat[:, None], fallback, n)
+    n = _unit(n)
     a = (l1 * l1 - l2 * l2 + dist_c * dist_c) / (2.0 * dist_c)
     h = np.sqrt(np.maximum(l1 * l1 - a * a, 0.0))
     mid = root + a[:, None] * dh + (side * h)[:, None] * np.cross(n, dh)

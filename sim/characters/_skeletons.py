@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ._checks import require_int, require_real
 from ._shapes import BoneSpec, CharacterSpec, Ellipsoid, RoundCone, Shape, mirror_left_to_right
 
 __all__ = ["BipedConfig", "QuadrupedConfig", "biped_spec", "quadruped_spec"]
@@ -20,13 +21,17 @@ class QuadrupedConfig:
     """Options of the procedural quadruped (a fox-sized dog)."""
 
     height: float = 0.58
-    """Standing height of the skin, ground to ear tips [m]."""
+    """Standing height of the skin, ground to ear tips [m], finite and > 0."""
     cells_per_height: int = 44
-    """Marching-cubes grid cells along the standing height [count]; sets the mesh density (~5,000 vertices)."""
+    """Marching-cubes grid cells along the standing height [count]; sets the mesh density (~5,000 vertices). A
+    grid too coarse to resolve every bone's skin is refused."""
     max_influences: int = 4
-    """Most joints influencing one vertex [count]."""
+    """Most joints influencing one vertex [count], an integer >= 1."""
     name: str = "quadruped"
     """Rig name."""
+
+    def __post_init__(self):
+        _check_character(self)
 
 
 @dataclass(frozen=True)
@@ -34,15 +39,28 @@ class BipedConfig:
     """Options of the procedural biped (a human)."""
 
     height: float = 1.75
-    """Standing height of the skin, ground to the top of the head [m]."""
+    """Standing height of the skin, ground to the top of the head [m], finite and > 0."""
     arm_abduction: float = 0.52
-    """Rest-pose angle of the straight arms away from the body's side (an A-pose) [rad]."""
+    """Rest-pose angle of the straight arms away from the body's side (an A-pose) [rad], in (0, pi/2]."""
     cells_per_height: int = 74
-    """Marching-cubes grid cells along the standing height [count]; sets the mesh density (~4,500 vertices)."""
+    """Marching-cubes grid cells along the standing height [count]; sets the mesh density (~4,500 vertices). A
+    grid too coarse to resolve every bone's skin is refused."""
     max_influences: int = 4
-    """Most joints influencing one vertex [count]."""
+    """Most joints influencing one vertex [count], an integer >= 1."""
     name: str = "biped"
     """Rig name."""
+
+    def __post_init__(self):
+        _check_character(self)
+        require_real(self, "arm_abduction", 0.0, math.pi / 2.0, low_open=True)
+
+
+def _check_character(config) -> None:
+    require_real(config, "height", 0.0, low_open=True)
+    require_int(config, "cells_per_height", 1)
+    require_int(config, "max_influences", 1)
+    if not isinstance(config.name, str) or not config.name:
+        raise ValueError(f"{type(config).__name__}.name: must be a non-empty string, got {config.name!r}")
 
 
 def _add(a, b, s: float = 1.0):

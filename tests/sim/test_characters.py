@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import trimesh
+from scipy.spatial import cKDTree
 
 import sim
 from sim import characters
@@ -51,6 +52,34 @@ def _segment_distance(p: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray
     ab = b - a
     t = np.clip(((p - a) @ ab) / max(float(ab @ ab), 1e-30), 0.0, 1.0)
     return np.linalg.norm(p - (a + t[:, None] * ab), axis=1)
+
+
+def _joint_positions(rig, motion) -> np.ndarray:
+    """World positions of every joint in every frame [m], shape (F, J, 3): forward kinematics of the clip."""
+    x, y, z, w = np.moveaxis(motion.rotations, -1, 0)
+    local = np.stack(
+        [
+            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], -1),
+            np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], -1),
+            np.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        -2,
+    )  # rest rotations are the identity
+    pos = np.zeros((*motion.rotations.shape[:2], 3))
+    rot = np.zeros((*motion.rotations.shape[:2], 3, 3))
+    for j, p in enumerate(rig.parents):
+        if p < 0:
+            pos[:, j], rot[:, j] = motion.root_translations, local[:, j]
+        else:
+            pos[:, j] = pos[:, p] + np.einsum("fab,b->fa", rot[:, p], rig.rest_translations[j])
+            rot[:, j] = rot[:, p] @ local[:, j]
+    return pos
+
+
+def _mirror_joints(rig) -> np.ndarray:
+    """Index of each joint's mirror twin (left <-> right; itself on the midline)."""
+    names = [n.replace("left", "@").replace("right", "left").replace("@", "right") for n in rig.joint_names]
+    return np.array([rig.joint_index(n) for n in names])
 
 
 def _bone_distances(rig, points: np.ndarray) -> np.ndarray:
@@ -143,6 +172,32 @@ def test_skin_is_one_closed_manifold(asset):
     assert normals[far] @ (mesh.points[far] - tm.center_mass) > 0.0
 
 
+def test_skin_and_weights_are_mirror_symmetric(asset):
+    # "the right side is the mirror image of the left": the marching-cubes grid was off-centre in y, so the skin
+    # was not (y extent -0.5400 / +0.5373, one foot's sole 0.86 mm above the other's)
+    species, rig, _ = asset
+    mesh = rig.meshes[0]
+    distance, partner = cKDTree(mesh.points).query(mesh.points * [1.0, -1.0, 1.0])
+    assert distance.max() < 1e-9, f"a mirrored vertex lies {distance.max():.3g} m from every vertex"
+    # and so do the triangles: each one's mirror image (through the vertices' partners) is a triangle too
+    triangles = {tuple(t) for t in np.sort(mesh.triangles, axis=1)}
+    assert {tuple(t) for t in np.sort(partner[mesh.triangles], axis=1)} == triangles
+    dense = np.zeros((mesh.vertex_count, rig.joint_count))
+    np.add.at(dense, (np.arange(mesh.vertex_count)[:, None], mesh.influence_joints), mesh.influence_weights)
+    # weights mirror too, off the midline (on it a left and a right bone can tie for the last influence kept)
+    side = np.abs(mesh.points[:, 1]) > 1e-9
+    np.testing.assert_allclose(dense[partner][:, _mirror_joints(rig)][side], dense[side], atol=1e-9)
+    dom = _dominant(mesh)
+    for leg in LEGS[species]:
+        if "left" not in leg:
+            continue
+        soles = [
+            mesh.points[np.isin(dom, [rig.joint_index(f"{side}_foot"), rig.joint_index(f"{side}_toes")]), 2].min()
+            for side in (leg, leg.replace("left", "right"))
+        ]
+        assert abs(soles[0] - soles[1]) < 1e-9, f"{leg} sole {soles[0]:.6f} m, its mirror twin's {soles[1]:.6f} m"
+
+
 def test_size_and_ground(asset):
     species, rig, _ = asset
     lo, hi = HEIGHT_RANGE[species]
@@ -208,6 +263,20 @@ def test_walk_feet_lift_and_land(asset, walk_points):
         assert low.max() > MIN_SWING_LIFT, f"{foot} never lifts"
 
 
+MAX_SELF_INTERSECTION_DEPTH = 0.003
+"""Deepest the skin may pass through itself in a default walk [m] (a grazing fold where a limb meets the body)."""
+
+
+def test_walk_skin_stays_out_of_itself(asset, walk_points):
+    # the quadruped's hind thighs went 13 mm into the belly in late swing (paw high and forward at once)
+    from sim.mesh_intersection import MeshSelfIntersection
+
+    _, rig, _ = asset
+    mesh = rig.meshes[0]
+    result = MeshSelfIntersection(mesh.triangles, mesh.points).motion(walk_points)
+    assert result.max_depth_m < MAX_SELF_INTERSECTION_DEPTH, f"{result.max_depth_m * 1e3:.1f} mm deep"
+
+
 def test_walk_loops_and_moves_at_constant_speed(asset):
     species, _, clips = asset
     walk = clips["walk"]
@@ -259,6 +328,39 @@ def test_height_option_scales_the_default_walk():
     contact = (z[:-1] < CONTACT_HEIGHT) & (z[1:] < CONTACT_HEIGHT)
     slide = np.linalg.norm(points[1:, :, :2] - points[:-1, :, :2], axis=-1)
     assert np.where(contact, slide, 0.0).max() < MAX_CONTACT_SLIDE
+
+
+STANCE_GROUND_TOLERANCE = 0.0005
+"""A stance foot's sole lies within this of z = 0 [m]."""
+
+
+@pytest.mark.parametrize("height", [1.75, 2.2])
+def test_biped_stance_feet_rest_on_the_ground(height):
+    # the sole's lowest vertex is partly skinned to the shin: bent knees lifted it up to 2.5 mm (3.1 mm at 2.2 m)
+    rig, clips = characters.build("biped", config=characters.BipedConfig(height=height))
+    mesh = rig.meshes[0]
+    dom = _dominant(mesh)
+    for name, motion in clips.items():
+        points, _ = sim.skin_motion(rig, motion)
+        # a biped always has a foot on the ground (duty factor >= 0.5; the idle stands on both)
+        lowest = points[..., 2].min(axis=1)
+        assert np.abs(lowest).max() < STANCE_GROUND_TOLERANCE, f"{name}: lowest vertex {lowest.max() * 1e3:.2f} mm"
+        joints = _joint_positions(rig, motion)
+        for side in LEGS["biped"]:
+            toes = rig.joint_index(f"{side}_toes")
+            on_foot = np.isin(dom, [rig.joint_index(f"{side}_foot"), toes])
+            # stance: the toes stay put (horizontally) from two frames before to two after, which leaves out the
+            # frames of swing in which the foot only lifts or sets down vertically
+            still = np.linalg.norm(np.diff(joints[:, toes, :2], axis=0), axis=1) < 1e-9
+            still = np.r_[False, False, still, False, False]
+            planted = np.all([still[k : k + motion.frame_count] for k in range(4)], axis=0)
+            assert planted.sum() > 0.4 * motion.frame_count
+            sole = points[:, on_foot, 2].min(axis=1)[planted]
+            assert np.abs(sole).max() < STANCE_GROUND_TOLERANCE, f"{name} {side}: sole {sole.max() * 1e3:.2f} mm up"
+        z = points[..., 2]
+        contact = (z[:-1] < CONTACT_HEIGHT) & (z[1:] < CONTACT_HEIGHT)
+        slide = np.linalg.norm(points[1:, :, :2] - points[:-1, :, :2], axis=-1)
+        assert np.where(contact, slide, 0.0).max() < 0.001
 
 
 def test_unreachable_gait_is_refused():

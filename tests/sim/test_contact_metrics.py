@@ -559,7 +559,7 @@ def test_self_penetration_is_measured_without_self_collision():
     # against the reference: the arm in the torso, a pair filtered for overlapping in the reference pose, beyond
     # the larger of that overlap and the pair's overlap in the reference at the same frame
     sp = self_penetration(ch, pos, rot, ref_pos, ref_rot)
-    assert sp["pair"] == ["spine_2", "left_lower_arm"] and sp["filtered"]
+    assert sp["pair"][1] == "left_lower_arm" and sp["pair"][0] in ("spine_1", "spine_2") and sp["filtered"]  # torso
     i, j = (ch.body_names.index(n) for n in sp["pair"])
     f = sp["frame"]
     allowance = max(ch.filter_overlap_m[(i, j)], overlap(ref_pos, ref_rot, f, i, j))

@@ -211,7 +211,7 @@ def test_fast_clips_are_resampled_to_the_frame_rate_cap():
     assert explicit.motion.fps == 60.0
 
 
-@pytest.mark.parametrize(("name", "feet"), [("biped", ["left_foot", "right_toes"]),
+@pytest.mark.parametrize(("name", "feet"), [("biped", ["left_foot", "right_foot"]),  # alike: the skin is symmetric
                                             ("quadruped", ["front_left_toes", "hind_left_toes", "front_right_toes",
                                                            "hind_right_toes"])])  # fmt: skip
 def test_legs_are_built_from_their_feet_up(name, feet):
