@@ -66,8 +66,22 @@ class GuidanceCogVideoX(VideoSDS):
         return float(getattr(self.vae.config, "scaling_factor", 1.0))
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:
-        """Rendered video (B, F, 3, H, W) in [0, 1] -> scaled latents (B, F', C, h, w), in the graph."""
+        """Rendered video (B, F, 3, H, W) in [0, 1] -> scaled latents (B, F', C, h, w), in the graph.
+
+        Raises:
+            ValueError: F is not k r + 1 for the CogVideoX VAE's temporal compression r (4): its encoder keeps the
+                first frame alone only for such counts (otherwise it averages it with its neighbours, a latent
+                layout the model was not trained on; no frame is dropped).
+        """
         b, f = video.shape[:2]
+        ratio = getattr(getattr(self.vae, "config", None), "temporal_compression_ratio", None)  # (not the oracle's)
+        if isinstance(ratio, int) and ratio > 1 and (f - 1) % ratio != 0:
+            lower = max(1, ratio * ((f - 1) // ratio) + 1)
+            raise ValueError(
+                f"video: {f} frames, expected {ratio}k + 1 (e.g. {lower} or {lower + ratio}): the CogVideoX VAE "
+                f"encodes the first frame alone, then {ratio} frames per latent frame, only for such counts (with "
+                f"{f} it averages the first frame with its neighbours, a layout the model was not trained on)"
+            )
         if self.model_size is not None and tuple(video.shape[-2:]) != tuple(self.model_size):
             frames = F.interpolate(video.flatten(0, 1), size=self.model_size, mode="bilinear", align_corners=False)
             video = frames.unflatten(0, (b, f))

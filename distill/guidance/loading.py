@@ -39,6 +39,7 @@ from .wan import GuidanceWan
 __all__ = ["MODEL_PRESETS", "GuidanceConfig", "GuidanceKind", "GuidanceModelError", "ModelPreset", "build_guidance"]
 
 GuidanceKind = Literal["cogvideox-2b", "cogvideox-5b", "wan2.1-1.3b", "tiny", "tiny-wan", "oracle"]
+GuidanceDtype = Literal["auto", "float32", "float16", "bfloat16"]
 
 
 class GuidanceModelError(RuntimeError):
@@ -74,8 +75,9 @@ class GuidanceConfig:
     """Model: a released one (weights needed), 'tiny' / 'tiny-wan' (random, offline) or 'oracle'."""
     model: str | None = None
     """Local diffusers directory or Hugging Face hub id (default: the preset's hub id, from the local cache)."""
-    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
-    """Weights dtype; 'auto' = the preset's on CUDA, float32 on CPU."""
+    dtype: GuidanceDtype = "auto"
+    """Weights dtype; 'auto' = the preset's on CUDA, float32 on CPU. The tiny models and the oracle are float32
+    ('auto' or 'float32'; another dtype is refused: only a released model's weights load in a chosen dtype)."""
     device: str = "auto"
     """Torch device of the model; 'auto' = the distiller's device (build_guidance alone: cuda when available). The
     rendered videos move to it and their gradients come back."""
@@ -101,6 +103,17 @@ class GuidanceConfig:
     """Seed of the tiny models' random weights."""
 
     def __post_init__(self):
+        for name, choices in (("kind", GuidanceKind), ("dtype", GuidanceDtype), ("weighting", Weighting)):
+            value = getattr(self, name)
+            if not isinstance(value, str) or value not in choices.__args__:
+                raise ValueError(
+                    f"GuidanceConfig.{name}: expected one of {', '.join(map(repr, choices.__args__))}, got {value!r}"
+                )
+        if self.kind not in MODEL_PRESETS and self.dtype not in ("auto", "float32"):
+            raise ValueError(
+                f"GuidanceConfig.dtype: {self.kind} builds float32 weights (only a released model's weights load in a "
+                f"chosen dtype: {', '.join(MODEL_PRESETS)}), got {self.dtype!r}; use 'auto' or 'float32'"
+            )
         g = self.guidance_scale
         if not (isinstance(g, (int, float)) and g == g and abs(g) != float("inf")):
             raise ValueError(f"GuidanceConfig.guidance_scale: must be a finite number, got {g!r}")
@@ -145,6 +158,14 @@ SCHEDULER_CLASSES = {
 }
 """Per model family: the scheduler classes ``scheduler/scheduler_config.json`` may name (CogVideoX's DDPM-family
 schedulers; Wan's flow-matching ones, which carry a ``flow_shift`` / ``shift``)."""
+LATENT_CHANNELS_FIELD = {"cogvideox": "latent_channels", "wan": "z_dim"}
+"""Per model family: the field of ``vae/config.json`` that gives the latent channels (a text-to-video transformer
+takes and returns exactly these; image-to-video ones take the image latents as extra input channels)."""
+REQUIRED_CONFIGS = (
+    "transformer/config.json", "vae/config.json", "text_encoder/config.json", "scheduler/scheduler_config.json"
+)  # fmt: skip
+"""The config files a local folder must hold, checked before anything loads (a missing scheduler config was
+reported only after every large component had loaded)."""
 COGVIDEOX_PREDICTION_TYPES = ("v_prediction", "epsilon")
 """Prediction types :class:`GuidanceCogVideoX` converts to a noise estimate."""
 MISSING_TENSORS_SHOWN = 5
@@ -246,6 +267,51 @@ def _check_scheduler_config(config: dict, preset: ModelPreset, where: str, kind:
         )
 
 
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_text_to_video(path: Path, preset: ModelPreset, kind: str) -> None:
+    """Refuses a folder that is not a single-transformer text-to-video model: Wan 2.2's two experts
+    (``model_index.json`` with ``transformer_2`` / ``boundary_ratio``: built silently with one expert used at every
+    timestep), or an image-to-video transformer (its ``in_channels`` / ``out_channels`` not the VAE's latent
+    channels, or Wan's ``image_dim``: loaded fully, then a channel mismatch deep in a conv at the first step)."""
+    hint = f"{kind} guidance takes a text-to-video model (e.g. `hf download {preset.hub_id} --local-dir DIR`)"
+    index_file = path / "model_index.json"
+    index = _read_config(index_file) if index_file.is_file() else {}
+    second = index.get("transformer_2")
+    if isinstance(second, (list, tuple)) and all(v is None for v in second):
+        second = None  # diffusers' "[null, null]": no such component (Wan 2.2 TI2V-5B)
+    for key, value in (("transformer_2", second), ("boundary_ratio", index.get("boundary_ratio"))):
+        if value is not None:
+            raise GuidanceModelError(
+                f"{index_file}: {key} is {value!r}: a Wan 2.2 model with two experts (a high-noise and a low-noise "
+                f"transformer, switched at boundary_ratio) is not supported; {hint}"
+            )
+    if (path / "transformer_2" / "config.json").is_file():
+        raise GuidanceModelError(
+            f"{path / 'transformer_2'}: a second transformer (a Wan 2.2 model with two experts) is not "
+            f"supported; {hint}"
+        )
+    transformer_file = path / "transformer" / "config.json"
+    transformer = _read_config(transformer_file)
+    field_name = LATENT_CHANNELS_FIELD[preset.family]
+    latent = _read_config(path / "vae" / "config.json").get(field_name)
+    if _is_count(latent):
+        for key in ("in_channels", "out_channels"):
+            value = transformer.get(key)
+            if _is_count(value) and value != latent:
+                raise GuidanceModelError(
+                    f"{transformer_file}: {key} is {value}, expected {latent} (vae/config.json {field_name}): an "
+                    f"image-to-video model? {hint}"
+                )
+    if transformer.get("image_dim") is not None:
+        raise GuidanceModelError(
+            f"{transformer_file}: image_dim is {transformer['image_dim']!r}, expected null: an image-to-video model "
+            f"(conditioned on an image embedding) is not supported; {hint}"
+        )
+
+
 def _text_length(source: str, preset: ModelPreset) -> int:
     """The T5 token count the folder's transformer takes (``max_text_seq_length`` in its config: the patch embedding
     needs exactly that many), else the preset's."""
@@ -272,6 +338,18 @@ def _resolve(source: str, preset: ModelPreset, kind: str) -> str:
         raise GuidanceModelError(
             f"--guidance-model {source!r}: not a diffusers {kind} folder, missing subfolder(s) {', '.join(missing)}"
         )
+    absent = [f for f in REQUIRED_CONFIGS if not (path / f).is_file()]
+    if absent:  # before anything loads (a missing scheduler config was found after the large components loaded)
+        subs = [f.split("/")[0] for f in absent]
+        hint = (
+            _download_hint(preset.hub_id, subs[0])
+            if len(subs) == 1
+            else f"`hf download {preset.hub_id} --local-dir DIR`"
+        )
+        raise GuidanceModelError(
+            f"--guidance-model {source!r}: missing {', '.join(absent)} (an incomplete download?); nothing was loaded: "
+            f"download {', '.join(s + '/' for s in subs)} again ({hint})"
+        )
     # the right family: a Wan folder loaded as CogVideoX (or the reverse) failed with TypeErrors deep in diffusers
     transformer_cls, pipeline_prefix = FAMILY_CLASSES[preset.family]
     found, family = [], None
@@ -286,6 +364,7 @@ def _resolve(source: str, preset: ModelPreset, kind: str) -> str:
             f"--guidance-model {source!r}: not a {kind} folder ({'; '.join(found)}, expected {transformer_cls}){hint}"
         )
     _check_components(path, preset, kind)
+    _check_text_to_video(path, preset, kind)
     if not any((path / "tokenizer" / f).is_file() for f in TOKENIZER_FILES):
         raise GuidanceModelError(
             f"--guidance-model {source!r}: tokenizer/ holds no vocabulary (neither {' nor '.join(TOKENIZER_FILES)}); "
@@ -308,6 +387,7 @@ MISSING_MARKERS = (
     "not a local folder",
     "offline mode",
     "can't load",
+    "no such file",
 )
 """Phrases of from_pretrained's errors that mean the files are absent (anything else: present but unreadable)."""
 
@@ -355,7 +435,8 @@ def _load(cls, source: str, subfolder: str, cfg: GuidanceConfig, kind: str, hub_
             loaded = cls.from_pretrained(source, subfolder=subfolder, local_files_only=not cfg.allow_download, **kw)
     except OSError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if any(m in str(e).lower() for m in MISSING_MARKERS):  # the weights are not there
+        # the weights are not there (transformers raises FileNotFoundError for a missing shard of an index)
+        if isinstance(e, FileNotFoundError) or any(m in str(e).lower() for m in MISSING_MARKERS):
             raise GuidanceModelError(
                 f"cannot load the {kind} {subfolder} from {source!r}: {first}. The weights are not available "
                 f"locally: download them on a machine with internet access ({download}) and pass --guidance-model "

@@ -144,8 +144,22 @@ class GuidanceWan(VideoSDS):
         return self.shift * u / (1.0 + (self.shift - 1.0) * u)
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:
-        """Rendered video (B, F, 3, H, W) in [0, 1] -> normalized latents (B, C, F', h, w), in the graph."""
+        """Rendered video (B, F, 3, H, W) in [0, 1] -> normalized latents (B, C, F', h, w), in the graph.
+
+        Raises:
+            ValueError: F is not 4k + 1 for the Wan VAE (its encoder takes the first frame, then 4 frames per
+                latent frame, and silently dropped the remaining frames: they got no gradient).
+        """
         b, f = video.shape[:2]
+        config = getattr(self.vae, "config", None)
+        causal = getattr(config, "temperal_downsample", None) is not None  # the Wan VAE (not the oracle's stand-in)
+        if causal and (f - 1) % 4 != 0:
+            kept = max(1, 4 * ((f - 1) // 4) + 1)
+            raise ValueError(
+                f"video: {f} frames, expected 4k + 1 (e.g. {kept} or {kept + 4}): the Wan VAE encodes the first "
+                f"frame, then 4 frames per latent frame, and drops the rest (frames {kept} to {f - 1} would get no "
+                "gradient)"
+            )
         if self.model_size is not None and tuple(video.shape[-2:]) != tuple(self.model_size):
             frames = F.interpolate(video.flatten(0, 1), size=self.model_size, mode="bilinear", align_corners=False)
             video = frames.unflatten(0, (b, f))

@@ -701,3 +701,208 @@ def test_non_finite_model_output_stops_the_step_by_name():
     guidance.predict = overflowing
     with pytest.raises(FloatingPointError, match=r"3 non-finite entries .* try --guidance-dtype bfloat16"):
         guidance(video, 0.5, step_generator(0, 0))
+
+
+@pytest.fixture
+def loads(monkeypatch):
+    """The subfolders ``build_guidance`` loads (from_pretrained calls), in order."""
+    import distill.guidance.loading as loading
+
+    calls, original = [], loading._load
+
+    def spy(cls, source, subfolder, *args, **kwargs):
+        calls.append(subfolder)
+        return original(cls, source, subfolder, *args, **kwargs)
+
+    monkeypatch.setattr(loading, "_load", spy)
+    return calls
+
+
+def _replace_transformer(**overrides):
+    """Damage: transformer/ replaced by a tiny transformer of the folder's family with ``overrides`` (an
+    image-to-video model's extra input channels, Wan's image embedding), real weights and config."""
+
+    def damage(folder) -> None:
+        from diffusers import CogVideoXTransformer3DModel, WanTransformer3DModel
+
+        cog = json.loads((folder / "transformer" / "config.json").read_text())["_class_name"].startswith("CogVideoX")
+        if cog:
+            cls, kw = CogVideoXTransformer3DModel, dict(
+                num_attention_heads=4, attention_head_dim=8, in_channels=4, out_channels=4, time_embed_dim=2,
+                text_embed_dim=32, num_layers=1, sample_width=8, sample_height=8, sample_frames=9, patch_size=2,
+                temporal_compression_ratio=4, max_text_seq_length=226,
+            )  # fmt: skip
+        else:
+            cls, kw = WanTransformer3DModel, dict(
+                patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=12, in_channels=16, out_channels=16,
+                text_dim=32, freq_dim=256, ffn_dim=32, num_layers=2, cross_attn_norm=True,
+                qk_norm="rms_norm_across_heads", rope_max_seq_len=32,
+            )  # fmt: skip
+        shutil.rmtree(folder / "transformer")
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            cls(**{**kw, **overrides}).save_pretrained(folder / "transformer")
+        if "in_channels" in overrides:  # as the released image-to-video folders name their pipeline
+            name = "CogVideoXImageToVideoPipeline" if cog else "WanImageToVideoPipeline"
+            (folder / "model_index.json").write_text(json.dumps({"_class_name": name}))
+
+    return damage
+
+
+def _two_experts(index: dict | None = None, copy: bool = True):
+    """Damage: a Wan 2.2 style second expert (transformer_2/ and / or its model_index.json entries)."""
+
+    def damage(folder) -> None:
+        if copy:
+            shutil.copytree(folder / "transformer", folder / "transformer_2")
+        if index is not None:
+            (folder / "model_index.json").write_text(json.dumps({"_class_name": "WanPipeline", **index}))
+
+    return damage
+
+
+WAN22_INDEX = {"transformer": ["diffusers", "WanTransformer3DModel"], "boundary_ratio": 0.875,
+               "transformer_2": ["diffusers", "WanTransformer3DModel"]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("kind", "damage", "message"),
+    [
+        # CogVideoX-5b-I2V style (image latents as extra input channels): loaded fully, then a conv's channel
+        # mismatch at the first step
+        (
+            "cogvideox-2b",
+            _replace_transformer(in_channels=8),
+            r"/transformer/config.json: in_channels is 8, expected 4 \(vae/config.json latent_channels\): an "
+            r"image-to-video model\? cogvideox-2b guidance takes a text-to-video model",
+        ),
+        (
+            "cogvideox-2b",
+            _replace_transformer(out_channels=8),
+            r"/transformer/config.json: out_channels is 8, expected 4 \(vae/config.json latent_channels\)",
+        ),
+        # Wan2.1-I2V style (36 input channels, an image embedding)
+        (
+            "wan2.1-1.3b",
+            _replace_transformer(in_channels=36, image_dim=4),
+            r"/transformer/config.json: in_channels is 36, expected 16 \(vae/config.json z_dim\): an image-to-video",
+        ),
+        # an image embedding alone: built and ran without its image
+        (
+            "wan2.1-1.3b",
+            _replace_transformer(image_dim=4),
+            r"/transformer/config.json: image_dim is 4, expected null: an image-to-video model .* not supported",
+        ),
+        # Wan 2.2's two experts built silently, one expert used at every timestep
+        (
+            "wan2.1-1.3b",
+            _two_experts(WAN22_INDEX),
+            r"/model_index.json: transformer_2 is \['diffusers', 'WanTransformer3DModel'\]: a Wan 2.2 model with "
+            r"two experts .* is not supported",
+        ),
+        (
+            "wan2.1-1.3b",
+            _two_experts({"boundary_ratio": 0.875}, copy=False),
+            r"/model_index.json: boundary_ratio is 0.875: a Wan 2.2 model with two experts",
+        ),
+        ("wan2.1-1.3b", _two_experts(), r"/transformer_2: a second transformer \(a Wan 2.2 model with two experts\)"),
+    ],
+)
+def test_an_image_to_video_or_two_expert_folder_is_refused_before_loading(
+    model_folders, tmp_path, monkeypatch, loads, kind, damage, message
+):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = _damaged_copy(model_folders, kind, tmp_path, damage)
+    with pytest.raises(GuidanceModelError, match=rf"^{re.escape(folder)}{message}"):
+        build_guidance(GuidanceConfig(kind=kind, model=folder, device="cpu", dtype="float32"), "a fox walking")
+    assert loads == [], "refused from the configs, before any weights load"
+
+
+def test_a_wan_model_index_without_a_second_expert_is_accepted(model_folders, tmp_path, monkeypatch):
+    """diffusers writes an absent optional component as [null, null] (Wan 2.2 TI2V-5B): not a second expert."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    index = {"transformer": ["diffusers", "WanTransformer3DModel"], "transformer_2": [None, None],
+             "boundary_ratio": None}  # fmt: skip
+    folder = _damaged_copy(model_folders, "wan2.1-1.3b", tmp_path, _two_experts(index, copy=False))
+    guidance = build_guidance(GuidanceConfig(kind="wan2.1-1.3b", model=folder, device="cpu"), "a fox walking")
+    assert isinstance(guidance, GuidanceWan)
+
+
+@pytest.mark.parametrize("kind", ["cogvideox-2b", "wan2.1-1.3b"])
+@pytest.mark.parametrize(
+    "file",
+    ["scheduler/scheduler_config.json", "transformer/config.json", "vae/config.json", "text_encoder/config.json"],
+)
+def test_a_missing_config_file_is_named_before_anything_loads(model_folders, tmp_path, monkeypatch, loads, kind, file):
+    """A local folder is checked before anything loads: a missing scheduler config was reported after the text
+    encoder, transformer and VAE had loaded (minutes and tens of GB for the released models)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = _damaged_copy(model_folders, kind, tmp_path, lambda f: (f / file).unlink())
+    sub = file.split("/")[0]
+    with pytest.raises(
+        GuidanceModelError,
+        match=rf"missing {re.escape(file)} \(an incomplete download\?\); nothing was loaded: download {sub}/ again "
+        rf"\(`hf download .* --include '{sub}/\*'",
+    ):
+        build_guidance(GuidanceConfig(kind=kind, model=folder, device="cpu"), "a fox walking")
+    assert loads == []
+
+
+@pytest.mark.parametrize("frames", [6, 7, 8])
+def test_a_frame_count_the_video_vae_cannot_encode_is_refused(tiny, frames):
+    """Wan's VAE encoded 1 + (F - 1) // 4 chunks: the trailing frames got no gradient, silently. CogVideoX's drops
+    none but averages the first frame with its neighbours (no latent of the first frame alone)."""
+    kind, guidance = tiny
+    video = torch.rand(1, frames, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    family = "CogVideoX" if kind == "cogvideox" else "Wan"
+    with pytest.raises(
+        ValueError, match=rf"^video: {frames} frames, expected 4k \+ 1 \(e.g. 5 or 9\): the {family} VAE"
+    ):
+        guidance(video, 0.5, step_generator(0, 0))
+    # the oracle's pixel VAE has no temporal compression: any frame count
+    oracle = build_guidance(GuidanceConfig(kind="oracle", device="cpu"), "", oracle_target=video.detach())
+    out = oracle(video, 0.5, step_generator(0, 0))
+    out.loss.backward()
+    assert out.latents.shape[1] == frames and torch.isfinite(video.grad).all()
+
+
+@pytest.mark.parametrize("kind", ["cogvideox-2b", "wan2.1-1.3b"])
+def test_a_missing_text_encoder_shard_is_reported_as_missing(model_folders, tmp_path, monkeypatch, kind):
+    """transformers raises FileNotFoundError for a shard its index names: it was called "there but unreadable
+    (truncated or corrupt?)"."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def drop_shard(folder) -> None:
+        encoder = (tiny_cogvideox if kind.startswith("cogvideox") else tiny_wan)().text_encoder
+        shutil.rmtree(folder / "text_encoder")
+        encoder.save_pretrained(folder / "text_encoder", max_shard_size="20KB")
+        shards = sorted((folder / "text_encoder").glob("model-*.safetensors"))
+        assert len(shards) > 1
+        shards[-1].unlink()
+
+    folder = _damaged_copy(model_folders, kind, tmp_path, drop_shard)
+    with pytest.raises(GuidanceModelError) as info:
+        build_guidance(GuidanceConfig(kind=kind, model=folder, device="cpu"), "a fox walking")
+    assert re.search(r"text_encoder from .*: No such file or directory: .*/text_encoder/model-\d+-of-\d+.safetensors. "
+                     r"The weights are not available locally", str(info.value)), info.value  # fmt: skip
+    assert "unreadable" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        # a bare KeyError 'fp16' at build
+        ({"dtype": "fp16"}, r"GuidanceConfig.dtype: expected one of 'auto', 'float32', 'float16', 'bfloat16', got"),
+        ({"kind": "cogvideox"}, r"GuidanceConfig.kind: expected one of 'cogvideox-2b', .*'oracle', got 'cogvideox'"),
+        ({"weighting": "snr"}, r"GuidanceConfig.weighting: expected one of 'uniform', 'noise_level', got 'snr'"),
+        # built in float32 silently
+        ({"kind": "tiny", "dtype": "float16"}, r"GuidanceConfig.dtype: tiny builds float32 weights .*got 'float16'"),
+        ({"kind": "oracle", "dtype": "bfloat16"}, r"GuidanceConfig.dtype: oracle builds float32 weights"),
+    ],
+)
+def test_guidance_config_refuses_settings_it_cannot_build(settings, message):
+    with pytest.raises(ValueError, match=message):
+        GuidanceConfig(**settings)
+    for kind in ("tiny", "tiny-wan", "oracle"):
+        for dtype in ("auto", "float32"):  # what the tiny models and the oracle are
+            assert GuidanceConfig(kind=kind, dtype=dtype).dtype == dtype
