@@ -14,7 +14,8 @@ A *clip spec* names where poses come from, as a string (for command lines) or a 
 
 A loaded clip is named ``"source#clip"``; a ``gaits:`` source there names its seed (when not 0) and target, so
 variations of other data never share a name: ``gaits:biped#gait_0``, ``gaits:biped+seed=1@PATH#gait_0``.
-A clip reached through several specs is loaded once.
+A clip reached through several specs is loaded once, also where they spell its file differently (``../x.glb#Run``
+and ``/abs/x.glb#Run``: file paths compare as resolved), and a held-out name in any spelling holds it out.
 
 Every clip is resampled to a common frame rate (slerp between keys) and encoded as canonical 6D poses
 (:class:`posespace.PoseRig`). Clips of the same skeleton (same signature) share one :class:`RigPoses`.
@@ -23,8 +24,9 @@ Every clip is resampled to a common frame rate (slerp between keys) and encoded 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -258,9 +260,26 @@ def _clip_origin(spec: ClipSpec) -> str:
     return spec.source + (f"+seed={spec.seed}" if spec.seed else "") + (f"@{spec.target}" if spec.target else "")
 
 
-def _clip_matches(full_name: str, name: str) -> bool:
-    """Whether ``name`` names the clip ``full_name`` (``"source#clip"``): the full name or the clip name."""
-    return name == full_name or full_name.endswith("#" + name)
+def _clip_identity(name: str) -> str:
+    """The clip a ``"source#clip"`` name refers to, whatever the spelling of its file: the name with a file source,
+    or the ``@PATH`` target of a ``gaits:`` source, as its resolved absolute path (``data/../x.bvh#walk`` ->
+    ``/abs/x.bvh#walk``, ``gaits:biped@../y.bvh#gait_0`` -> ``gaits:biped@/abs/y.bvh#gait_0``). The source ends at
+    the last ``#`` whose left part names an existing file (file and clip names may contain ``#``); other names
+    (``procedural:...``, ``gaits:NAME``, bare clip names, clips added in memory) are returned unchanged."""
+    cut = next((i for i in reversed(range(len(name))) if name[i] == "#" and _is_file(name[:i])), None)
+    if cut is None:
+        return name
+    source = name[:cut]
+    if source.startswith(GAIT_PREFIX):
+        head, _, target = source.partition("@")
+        return f"{head}@{Path(target).resolve()}{name[cut:]}"
+    return f"{Path(source).resolve()}{name[cut:]}"
+
+
+def _clip_matches(full_name: str, name: str, identity: Callable[[str], str] = _clip_identity) -> bool:
+    """Whether ``name`` names the clip ``full_name`` (``"source#clip"``): the full name in any spelling of its file
+    (``identity``: :func:`_clip_identity`, or a cached one) or the clip name."""
+    return name == full_name or full_name.endswith("#" + name) or identity(name) == identity(full_name)
 
 
 @dataclass
@@ -304,8 +323,10 @@ class PoseSet:
     def from_specs(cls, specs: Iterable[str | ClipSpec], fps: float = 60.0) -> PoseSet:
         """Loads every spec, resamples its clips to ``fps`` and groups them by skeleton.
 
-        Clips are named ``"source#clip"`` (module docstring); one named so already is skipped with a warning (the
-        same file twice, or ``gaits:NAME*2`` beside ``gaits:NAME*8``, which share ``gait_0`` and ``gait_1``).
+        Clips are named ``"source#clip"`` (module docstring), in the spelling of the first spec that reaches them; a
+        clip loaded already is skipped with a warning (the same file twice, also as another path to it such as
+        ``../x.glb`` beside ``/abs/x.glb``: compared as the resolved file; or ``gaits:NAME*2`` beside
+        ``gaits:NAME*8``, which share ``gait_0`` and ``gait_1``).
 
         Raises:
             usd_io.InputError: a spec whose source holds no clip (e.g. a BVH with ``Frames: 0``, a stage without a
@@ -315,7 +336,7 @@ class PoseSet:
         from usd_io import InputError
 
         out = cls()
-        seen: set[str] = set()
+        seen: dict[str, str] = {}  # clip identity (resolved file) -> the name it was loaded as
         for spec in specs:
             spec = parse_clip_spec(spec)
             rig, clips = load_clips(spec)
@@ -324,10 +345,12 @@ class PoseSet:
             origin = _clip_origin(spec)
             for name, motion in clips.items():
                 full = f"{origin}#{name}"
-                if full in seen:  # the same clip through two specs would count its poses twice
-                    warnings.warn(f"{spec}: clip {name!r} was already loaded; using it once", stacklevel=2)
+                key = _clip_identity(full)
+                if key in seen:  # the same clip through two specs would count its poses twice
+                    first = "" if seen[key] == full else f" (as {seen[key]!r})"
+                    warnings.warn(f"{spec}: clip {name!r} was already loaded{first}; using it once", stacklevel=2)
                     continue
-                seen.add(full)
+                seen[key] = full
                 out.add(rig, motion, full, fps)
         return out
 
@@ -360,19 +383,28 @@ class PoseSet:
     def split_by_clip(self, heldout: Iterable[str], strict: bool = True) -> tuple[PoseSet, PoseSet]:
         """(train, held-out): clips whose ``"source#clip"`` name or clip name is in ``heldout`` go to held-out.
 
+        A file source matches in any spelling of its path (``../x.glb#Run`` holds out ``/abs/x.glb#Run``), and a
+        held-out clip takes every clip of the same identity (:func:`_clip_identity`) with it: no spelling of it
+        stays in training.
+
+        Args:
+            heldout: names, any iterable (read once).
+
         Raises:
             KeyError: ``strict`` and a held-out name matches no clip (a typo would silently train on everything);
                 the message names the unmatched names and lists the clips.
         """
-        held = set(heldout)
+        heldout = list(dict.fromkeys(heldout))  # an iterator would be used up by the first pass
+        names = self.clip_names()
+        identity = functools.cache(_clip_identity)  # one look at the file system per name
         if strict:
-            names = self.clip_names()
-            missing = [h for h in dict.fromkeys(heldout) if not any(_clip_matches(n, h) for n in names)]
+            missing = [h for h in heldout if not any(_clip_matches(n, h, identity) for n in names)]
             if missing:
                 raise KeyError(f"held-out {', '.join(map(repr, missing))}: no such clip; clips: {', '.join(names)}")
+        held = {identity(n) for n in names if any(_clip_matches(n, h, identity) for h in heldout)}
         train, test = PoseSet(), PoseSet()
         for r in self.rigs:
-            is_held = np.array([any(_clip_matches(n, h) for h in held) for n in r.clip_names], dtype=bool)
+            is_held = np.array([identity(n) in held for n in r.clip_names], dtype=bool)
             for target, keep in ((train, ~is_held), (test, is_held)):
                 if not keep.any():
                     continue

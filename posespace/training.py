@@ -6,7 +6,8 @@ skeleton on its training poses, and optimizes the denoiser. Run it in plain Pyth
 noise (seeded from seed and rank; the weights start alike), the model and optimizer are wrapped by
 :class:`accelerate.Accelerator` (gradients all-reduced), and only the main process shows a progress bar and
 writes checkpoints. A checkpoint holds the EMA weights as a loadable
-:class:`PoseSpace` plus the raw weights, optimizer state and step, so ``resume=True`` continues a run. A folder
+:class:`PoseSpace` plus the raw weights, optimizer state, step, random streams and the last steps' losses (the
+final loss a model records), so ``resume=True`` continues a run as if unbroken. A folder
 holding an earlier run is refused unless the run resumes it or ``overwrite=True`` starts afresh there. Training
 draws from torch's default generators seeded with ``seed`` and restores the caller's random state afterwards.
 """
@@ -241,6 +242,11 @@ def _refuse_earlier_run(out: Path, cfg: TrainConfig) -> None:
                      "start afresh with overwrite=True (--overwrite), or choose another output folder")  # fmt: skip
 
 
+RECENT_STEPS = 50
+"""The final loss a trained model records: the mean denoising loss (MSE of the v-prediction on the scaled pose
+tokens, unitless) of this many last steps, kept in checkpoints for a resume."""
+
+
 def _all_finite(*modules: torch.nn.Module) -> bool:
     return all(bool(torch.isfinite(p).all()) for m in modules for p in m.parameters())
 
@@ -360,7 +366,11 @@ def _fit(cfg: TrainConfig, pose_set: PoseSet | None, acc, device: torch.device) 
     pose_rigs = sampler.pose_rigs
     active_index = [torch.as_tensor(pr.active_index, dtype=torch.long, device=device) for pr in pose_rigs]
 
-    recent: list[float] = []  # the denoising loss of the last steps (the provenance's final loss)
+    # the denoising loss of the last RECENT_STEPS steps (the provenance's final loss); a resume continues the saved
+    # buffer (the main process's; checkpoints from before it was saved: empty), so its record is the unbroken run's
+    recent: list[float] = []
+    if resume_state is not None and main:
+        recent = [float(x) for x in resume_state["train"].get("recent_losses") or []][-RECENT_STEPS:]
     resumed_loss = ((resume_state or {}).get("training") or {}).get("final_loss")
 
     def make_space(step: int) -> PoseSpace:
@@ -388,6 +398,7 @@ def _fit(cfg: TrainConfig, pose_set: PoseSet | None, acc, device: torch.device) 
             "log": log,
             "seconds": seconds,
             "random": _random_state(sampler, device, acc.process_index),
+            "recent_losses": list(recent),
         }
         with atomic_output(ckpt_path) as tmp:
             torch.save(state, tmp)
@@ -432,7 +443,7 @@ def _fit(cfg: TrainConfig, pose_set: PoseSet | None, acc, device: torch.device) 
             for pe, pm in zip(ema.parameters(), acc.unwrap_model(model).parameters()):
                 pe.mul_(decay).add_(pm.detach().cpu(), alpha=1 - decay)
         recent.append(float(mse.detach().mean()))
-        del recent[:-50]
+        del recent[:-RECENT_STEPS]
         if main:
             v = float(vloss.detach())
             bar.set_postfix(loss=f"{float(mse.detach().mean()):.4f}", val=f"{v:.4f}")

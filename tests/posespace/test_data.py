@@ -49,3 +49,59 @@ def test_gait_counts_share_their_first_variations():
         ps = PoseSet.from_specs(["gaits:quadruped*1", "gaits:quadruped*2"], fps=30.0)
     assert ps.clip_names() == ["gaits:quadruped#gait_0", "gaits:quadruped#gait_1"]
     assert len(ps) == len(PoseSet.from_specs(["gaits:quadruped*2"], fps=30.0))
+
+
+def _held_out_poses_in_training(train: PoseSet, held: PoseSet) -> int:
+    """How many held-out poses have an exact copy among the training poses of their skeleton."""
+    count = 0
+    for h in held.rigs:
+        t = train.find(h.pose_rig.rig)
+        if t is not None and len(h) and len(t):
+            count += int((np.abs(h.poses[:, None] - t.poses[None]).max(axis=(2, 3)) == 0).any(axis=1).sum())
+    return count
+
+
+def test_a_clip_reached_through_two_spellings_of_its_file_is_loaded_once_and_held_out_in_either(
+    tmp_path, monkeypatch, make_stick, make_walk
+):
+    # '../x#jog' and '/abs/x#jog' were two clips: holding out one spelling left an exact copy of it in training
+    from usd_io import write_usdskel
+
+    rig = make_stick()
+    walk, jog = make_walk(rig, 30), make_walk(rig, 30, phase=1.0, amplitude=1.3)
+    jog.name = "jog"
+    (tmp_path / "data").mkdir()
+    (tmp_path / "run").mkdir()
+    path = tmp_path / "data" / "clips.usda"
+    write_usdskel(path, rig, [walk, jog])
+    monkeypatch.chdir(tmp_path / "run")
+    rel, absolute, other = "../data/clips.usda", str(path.resolve()), "../run/../data/clips.usda"
+    once = PoseSet.from_specs([f"{rel}#walk,jog"], fps=30.0)
+    with pytest.warns(UserWarning, match=rf"clip 'jog' was already loaded \(as '{rel}#jog'\); using it once"):
+        ps = PoseSet.from_specs([f"{rel}#walk,jog", f"{absolute}#jog"], fps=30.0)
+    assert ps.clip_names() == [f"{rel}#walk", f"{rel}#jog"] and len(ps) == len(once) == 60
+    for name in (f"{rel}#jog", f"{absolute}#jog", f"{other}#jog", "jog"):
+        train, held = ps.split_by_clip([name])
+        assert train.clip_names() == [f"{rel}#walk"] and held.clip_names() == [f"{rel}#jog"], name
+        assert len(held) == 30 and _held_out_poses_in_training(train, held) == 0, name
+    # a set holding both spellings (added by hand): holding out either takes both out of training
+    both = PoseSet()
+    for name, motion in ((f"{rel}#walk", walk), (f"{rel}#jog", jog), (f"{absolute}#jog", jog)):
+        both.add(rig, motion, name, fps=None)
+    for name in (f"{rel}#jog", f"{absolute}#jog"):
+        train, held = both.split_by_clip([name])
+        assert held.clip_names() == [f"{rel}#jog", f"{absolute}#jog"], name
+        assert len(train) == 30 and _held_out_poses_in_training(train, held) == 0, name
+    assert both.rigs[0].clip(f"{other}#jog").shape == (30, rig.joint_count, 6)  # any spelling names the clip
+
+
+def test_held_out_names_may_come_from_an_iterator(make_stick, make_walk):
+    # set(heldout) used up an iterator: the check for unknown names then saw none, and a typo trained on everything
+    rig = make_stick()
+    ps = PoseSet()
+    for name, phase in (("walk", 0.0), ("stroll", 1.0)):
+        ps.add(rig, make_walk(rig, 20, phase), name, fps=None)
+    with pytest.raises(KeyError, match=r"held-out 'strol': no such clip; clips: walk, stroll"):
+        ps.split_by_clip(n for n in ["strol"])
+    train, held = ps.split_by_clip(iter(["stroll", "stroll"]))
+    assert train.clip_names() == ["walk"] and held.clip_names() == ["stroll"] and len(held) == 20

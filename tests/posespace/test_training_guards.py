@@ -119,6 +119,25 @@ def test_a_resumed_run_continues_the_unbroken_runs_random_streams(tmp_path, stic
         torch.testing.assert_close(b[name], a[name], rtol=0, atol=0, msg=name)
 
 
+def test_a_resumed_run_records_the_unbroken_runs_final_loss(tmp_path, stick_set):
+    """The final loss is the mean of the last 50 steps' losses; a resume within 50 steps of the end averaged only
+    the steps after it (the buffer was not in the checkpoint), though the weights were the unbroken run's."""
+    unbroken = train(_cfg(tmp_path / "a", steps=4, checkpoint_every=2), stick_set)
+    train(_cfg(tmp_path / "b", steps=2, checkpoint_every=2), stick_set)
+    ckpt = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)
+    resumed = train(_cfg(tmp_path / "b", steps=4, checkpoint_every=2, resume=True), stick_set)
+    torch.testing.assert_close(resumed.state()["model"], unbroken.state()["model"], rtol=0, atol=0)  # same steps
+    assert resumed.training == unbroken.training and resumed.training["steps"] == 4
+    a, b = (PoseSpace.load(tmp_path / run / "posespace.pt") for run in ("a", "b"))
+    assert b.training_summary() == a.training_summary()
+    # a checkpoint from before the losses were kept still resumes (its final loss then counts the steps after it)
+    del ckpt["train"]["recent_losses"]
+    torch.save(ckpt, tmp_path / "b" / "checkpoint.pt")
+    old = train(_cfg(tmp_path / "b", steps=4, checkpoint_every=2, resume=True), stick_set)
+    torch.testing.assert_close(old.state()["model"], unbroken.state()["model"], rtol=0, atol=0)
+    assert old.training["steps"] == 4 and math.isfinite(old.training["final_loss"]) and old.training["final_loss"] > 0
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
