@@ -4,7 +4,9 @@ pose-prior hook.
 
 All lengths are measured in body lengths (the character's largest horizontal bind-pose extent,
 :func:`distill.renderer.body_dimensions`, the length the renderer frames and the optimizer scales the translation's
-learning rate by) so one set of weights serves characters of any size and unit.
+learning rate by) and times in seconds, so the smoothness and self-collision weights serve characters of any size
+and unit at any frame rate. The ground penalty is the exception in one respect: it sums over the skinned vertices,
+so its value (and the weight it needs) grows with the mesh's vertex count (see :func:`ground_penalty`).
 """
 
 from __future__ import annotations
@@ -29,26 +31,43 @@ more plausible). ``posespace.PoseSpace.pose_prior(rig)`` provides one (``example
 disables the term."""
 
 
-def smoothness(world: torch.Tensor, body_length: float) -> torch.Tensor:
-    """Mean squared second difference of world joint positions [body lengths^2 per frame^2].
+def smoothness(world: torch.Tensor, body_length: float, fps: float = 1.0) -> torch.Tensor:
+    """Mean squared acceleration of the world joint positions [body lengths^2 / s^4].
+
+    The acceleration of joint j at frame k is the second difference ``(p[k+1] - 2 p[k] + p[k-1]) * fps^2``
+    [body lengths / s^2]; the mean is over the F - 2 inner frames and the joints, of its squared norm. Measured per
+    second, the same motion scores the same at any frame rate (the per-frame second difference shrinks with
+    1 / fps^2, its square with 1 / fps^4: at 16 fps a weight counted 16x less than at 8 fps).
 
     Args:
         world: world joint transforms, shape (F, J, 7) (positions first).
         body_length: normalization length [m].
+        fps: frame rate of the samples [1/s] (the default 1 gives the per-frame value, squared second differences
+            in body lengths^2).
+
+    Returns:
+        scalar; zero for fewer than 3 frames.
     """
     if world.shape[0] < 3:
         return world.sum() * 0.0
     p = world[..., :3] / body_length
-    acc = p[2:] - 2.0 * p[1:-1] + p[:-2]
+    acc = (p[2:] - 2.0 * p[1:-1] + p[:-2]) * float(fps) ** 2
     return acc.square().sum(-1).mean()
 
 
 def ground_penalty(points: torch.Tensor, ground_z: float, body_length: float) -> torch.Tensor:
-    """Mean over frames of the summed squared depth of skinned points below the ground plane z = ``ground_z``
-    [body lengths^2] (``sim.collision_torch.ground_penetration_penalty``).
+    """Mean over frames of the squared depth of skinned points below the ground plane z = ``ground_z``, *summed over
+    the points* [body lengths^2] (``sim.collision_torch.ground_penetration_penalty``).
+
+    A sum, not a mean, over the vertices: the same sink scores in proportion to the number of vertices under the
+    ground, so a finer mesh of the same character scores more (a 5 cm sink of a test tube: 2.7e-2 with 82 vertices,
+    1.1e-1 with 322). ``LossWeights.ground`` therefore depends on the mesh: to penalize a character of V vertices as
+    strongly as one of V0, scale the weight by V0 / V.
 
     Args:
         points: skinned vertices [m], shape (F, V, 3).
+        ground_z: height of the ground plane [m].
+        body_length: normalization length [m].
     """
     return ground_penetration_penalty(points, ground_z).mean() / body_length**2
 

@@ -58,6 +58,10 @@ __all__ = ["DistillConfig", "DistillResult", "Distiller", "LossWeights", "OptimC
 LOSS_TERMS = ("sds", "smoothness", "ground", "self_collision", "pose_prior")
 SOFTNESS_LEVELS = 8
 """The coarse-to-fine softness decays in this many geometric steps."""
+LOSSES_VERSION = 2
+"""Version of the loss terms' definitions, recorded in config.json and compared on resume (a weight's meaning
+changes with it): 2 measures smoothness per second (squared accelerations [body lengths^2 / s^4]), 1 (checkpoints
+without the key) per frame."""
 MIN_COVERAGE_PX = 1.0
 """A view whose character covers fewer pixels (summed alpha) than this in a frame is reported at the start."""
 
@@ -68,10 +72,14 @@ class LossWeights:
 
     sds: float = 1.0
     """Score distillation."""
-    smoothness: float = 100.0
-    """Squared second differences of world joint positions [body lengths]."""
+    smoothness: float = 100.0 / 12.0**4
+    """Mean squared acceleration of world joint positions [body lengths^2 / s^4] (:func:`distill.losses.smoothness`).
+    The default, 100 / 12^4, weighs a 12 fps run (DistillConfig's and the oracle preset's rate) exactly as the
+    earlier weight 100 did the per-frame second differences; at other rates it weighs the same motion the same."""
     ground: float = 100.0
-    """Squared depth of skinned points below the ground [body lengths]."""
+    """Squared depth of skinned points below the ground [body lengths^2], summed over the vertices: the term grows
+    with the mesh's vertex count, so scale this weight by V0 / V to treat a mesh of V vertices as one of V0
+    (:func:`distill.losses.ground_penalty`)."""
     self_collision: float = 10.0
     """Squared overlap of capsules of distant body parts [body lengths]."""
     pose_prior: float = 1.0
@@ -138,7 +146,7 @@ class DistillConfig:
     prompt: str = "a fox walking"
     """Text prompt."""
     frames: int = 13
-    """Frames of the trajectory (CogVideoX and Wan need 4k + 1)."""
+    """Frames of the trajectory, at least 2 (a motion; CogVideoX and Wan need 4k + 1)."""
     fps: float = 12.0
     """Frame rate of the trajectory and the rendered videos [1/s]."""
     render: RenderConfig = field(default_factory=RenderConfig)
@@ -151,7 +159,7 @@ class DistillConfig:
     """Loss weights."""
 
     def __post_init__(self):
-        _check_int("DistillConfig.frames", self.frames, 1)
+        _check_int("DistillConfig.frames", self.frames, 2)  # one frame is a pose, not a motion
         _check_number("DistillConfig.fps", self.fps, positive=True)
         if self.guidance.kind != "oracle":
             self._check_video_size()
@@ -166,21 +174,30 @@ class DistillConfig:
 
     def _check_video_size(self) -> None:
         """The video VAEs downsample 8x and the transformers take 2x2 patches: the encoded size must be a multiple of
-        16 px (36 px floored to 4x4 latents, leaving 4 px unguided; 40 px failed at step 0)."""
+        16 px (36 px floored to 4x4 latents, leaving 4 px unguided; 40 px failed at step 0).
+
+        The error names the field to change (``DistillConfig.render.width:``, or ``.height`` when only the height is
+        off), so a CLI maps it to its flag."""
         g, r, o = self.guidance, self.render, self.optim
-        sizes = [("render.width x height", r.width, r.height)]
+        # (what is encoded, the fields that set its width and height, width, height)
+        sizes = [("the render size", "render.width", "render.height", r.width, r.height)]
         if o.coarse_scale != 1.0:
             cw, ch = max(1, round(r.width * o.coarse_scale)), max(1, round(r.height * o.coarse_scale))
-            sizes.append((f"render size x optim.coarse_scale {o.coarse_scale:g}", cw, ch))
+            what = f"the coarse phase's size (render size {r.width}x{r.height} x {o.coarse_scale:g})"
+            sizes.append((what, "optim.coarse_scale", "optim.coarse_scale", cw, ch))
         if g.model_height is not None:
-            sizes = [("guidance.model_width x model_height", g.model_width, g.model_height)]
+            sizes = [
+                ("the model's size", "guidance.model_width", "guidance.model_height", g.model_width, g.model_height)
+            ]
         m = VIDEO_SIZE_MULTIPLE
-        for name, w, h in sizes:
+        for what, width_field, height_field, w, h in sizes:
             if w % m or h % m:
                 near = lambda x: f"{m * (x // m)} or {m * (x // m + 1)}" if x > m else f"{m}"  # noqa: E731
+                field_name = width_field if w % m else height_field
+                hint = ", ".join(f"{n} {near(x)}" for n, x in (("width", w), ("height", h)) if x % m)
                 raise ValueError(
-                    f"DistillConfig.{name}: {g.kind} needs multiples of {m} px (8x VAE downsampling, 2x2 patches), "
-                    f"got {w}x{h}; e.g. width {near(w)}, height {near(h)}"
+                    f"DistillConfig.{field_name}: {g.kind} needs multiples of {m} px (8x VAE downsampling, 2x2 "
+                    f"patches) for {what}, got {w}x{h}; e.g. {hint}"
                 )
 
 
@@ -353,7 +370,7 @@ class Distiller:
         sds = self.guidance(render.video, self._progress(step), step_generator(self.config.optim.seed, step))
         terms = {
             "sds": sds.loss,
-            "smoothness": smoothness(world, self.body_length),
+            "smoothness": smoothness(world, self.body_length, self.config.fps),
             "ground": ground_penalty(points, self.renderer.ground_z, self.body_length),
             "self_collision": self.self_collision(world),
         }
@@ -557,15 +574,16 @@ class Distiller:
         self._write_log(self.output_dir / "loss_log.csv", log)
 
     def _config_dict(self) -> dict:
-        """The run's config as written to config.json and checked on resume: the config, the renderer's version,
-        the pose prior's identity, the character's fingerprint and the oracle target's digest (plus the asset's
-        source, recorded but not compared)."""
+        """The run's config as written to config.json and checked on resume: the config, the renderer's and the
+        loss terms' versions, the pose prior's identity, the character's fingerprint and the oracle target's digest
+        (plus the rig's name, a glTF's file stem, and the asset's source, recorded but not compared)."""
         oracle = None
         if self.oracle_motion is not None:
             oracle = {"clip": self.oracle_motion.name, "digest": motion_digest(self.oracle_motion)}
         return {
             **config_to_dict(self.config),
             "renderer": RENDERER_VERSION,
+            "losses": LOSSES_VERSION,
             "pose_prior": self.pose_prior_key,
             "rig": {"name": self.rig.name, "fingerprint": rig_fingerprint(self.rig)},
             "oracle": oracle,
@@ -583,12 +601,20 @@ class Distiller:
                 f"{path}: checkpoint was written by renderer version {saved.get('renderer', 1)} (this is "
                 f"{now['renderer']}: the same settings render other images); start afresh with another --output"
             )
-        if saved.get("rig") != now["rig"]:
-            was = saved.get("rig") or {}
+        if saved.get("losses", 1) != now["losses"]:
+            raise ResumeError(
+                f"{path}: checkpoint was written with loss terms of version {saved.get('losses', 1)} (this is "
+                f"{now['losses']}: smoothness is now measured per second, so its weight means another loss); start "
+                "afresh with another --output"
+            )
+        was = saved.pop("rig", None) or {}
+        if was.get("fingerprint") != now["rig"]["fingerprint"]:
+            # the fingerprint only: the rig's name is a glTF's file stem, and a renamed copy of the asset still resumes
             raise ResumeError(
                 f"{path}: checkpoint was written for another character (rig {was.get('name')!r}, fingerprint "
                 f"{was.get('fingerprint')}; this run: {source or now['rig']['name']!r}, {now['rig']['fingerprint']})"
             )
+        now.pop("rig")
         if saved.get("oracle") != now["oracle"]:
             name = lambda o: "none" if not o else f"clip {o.get('clip')!r} ({o.get('digest')})"  # noqa: E731
             raise ResumeError(

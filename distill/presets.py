@@ -48,7 +48,7 @@ def preset(kind: GuidanceKind, prompt: str = "") -> DistillConfig:
                 coarse_fraction=0.5,
                 coarse_scale=0.5,
             ),
-            weights=LossWeights(smoothness=100.0, ground=100.0, self_collision=10.0),
+            weights=LossWeights(smoothness=100.0 / 12.0**4, ground=100.0, self_collision=10.0),
         )
     if kind in ("tiny", "tiny-wan"):
         return DistillConfig(

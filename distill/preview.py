@@ -22,7 +22,8 @@ def write_preview(path: str | Path, video: torch.Tensor, fps: float) -> Path:
     """Writes the views of ``video`` side by side; the format follows the suffix (``.gif`` or ``.mp4``).
 
     MP4 needs an ffmpeg backend for imageio (``imageio-ffmpeg``); GIF works everywhere. A GIF's per-frame delays are
-    :func:`sim.physics.preview.gif_frame_durations_ms` (10 ms steps that add up to the clip's length at ``fps``).
+    :func:`sim.physics.preview.gif_frame_durations_ms` (10 ms steps that add up to the clip's length at ``fps``); a
+    single frame is written as a one-frame GIF showing it for ``1 / fps``.
     """
     import imageio.v3 as iio
 
@@ -33,7 +34,10 @@ def write_preview(path: str | Path, video: torch.Tensor, fps: float) -> Path:
     frames = video_grid(video)
     with atomic_output(path) as tmp:
         if path.suffix.lower() == ".gif":
-            iio.imwrite(tmp, frames, extension=".gif", duration=gif_frame_durations_ms(len(frames), fps), loop=0)
+            durations = gif_frame_durations_ms(len(frames), fps)
+            # Pillow writes one frame through its single-image path, which takes one delay, not a list of them
+            duration = durations[0] if len(durations) == 1 else durations
+            iio.imwrite(tmp, frames, extension=".gif", duration=duration, loop=0)
         else:
             iio.imwrite(tmp, frames, extension=path.suffix, fps=fps)
     return path

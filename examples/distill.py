@@ -55,6 +55,8 @@ FLAGS = {
     "OptimConfig.preview_every": "--preview-every",
     "RenderConfig.width": "--width",
     "RenderConfig.height": "--height",
+    "DistillConfig.render.width": "--width",  # the video models' 16 px rule
+    "DistillConfig.render.height": "--height",
     "CameraConfig.azimuths_deg": "--azimuths",
     "GuidanceConfig.model": "--guidance-model",
     "GuidanceConfig.dtype": "--guidance-dtype",
@@ -94,7 +96,7 @@ class DistillCLI:
     """Oracle: the asset's clip whose renders are the target (looped when shorter than the run, each cycle
     carrying on from where the last ended)."""
     frames: int | None = None
-    """Frames to distil (default: the preset's; 13 for the oracle, the model's native count otherwise)."""
+    """Frames to distil, at least 2 (default: the preset's; 13 for the oracle, the model's native count otherwise)."""
     fps: float | None = None
     """Frame rate [1/s] (default: the preset's)."""
     width: int | None = None

@@ -159,7 +159,8 @@ def test_oracle_run_recovers_a_known_motion_and_writes_outputs(tmp_path, make_ch
         render=dataclasses.replace(
             _config("oracle", 1).render, camera=CameraConfig(azimuths_deg=(30.0, 120.0), distance=1.0)
         ),
-        weights=LossWeights(smoothness=1.0, ground=0.0),  # the target dips below the floor under the bind pose
+        # the target dips below the floor under the bind pose; smoothness 1 per frame^2 at 12 fps, in per-second units
+        weights=LossWeights(smoothness=1.0 / 12.0**4, ground=0.0),
     )
     d = Distiller(rig, cfg, tmp_path, oracle_motion=target)
     before = motion_error(rig, d.trajectory.to_motion(), target)
@@ -230,7 +231,9 @@ def test_resume_refuses_another_pose_prior(tmp_path, make_chain, make_motion):
         (lambda: OptimConfig(checkpoint_every=0), r"OptimConfig.checkpoint_every"),  # was a ZeroDivisionError
         (lambda: OptimConfig(key_count=1), r"OptimConfig.key_count: must be an integer >= 2"),
         (lambda: OptimConfig(lr_rotation=float("nan")), r"OptimConfig.lr_rotation: must be a finite number > 0"),
-        (lambda: DistillConfig(frames=-3), r"DistillConfig.frames: must be an integer >= 1, got -3"),
+        (lambda: DistillConfig(frames=-3), r"DistillConfig.frames: must be an integer >= 2, got -3"),
+        # one frame is no motion: the run wrote motion.usda, then the one-frame GIF preview crashed
+        (lambda: DistillConfig(frames=1), r"DistillConfig.frames: must be an integer >= 2, got 1"),
         (lambda: DistillConfig(fps=0.0), r"DistillConfig.fps: must be a finite number > 0"),
         # the video VAEs' temporal compression: Wan dropped frames 6-8 of 8 (zero gradient) without a word
         (
@@ -255,16 +258,28 @@ def test_resume_refuses_another_pose_prior(tmp_path, make_chain, make_motion):
         (lambda: GuidanceConfig(device="banana"), r"GuidanceConfig.device: 'banana' is not a device name"),
         (lambda: GuidanceConfig(model_height=32), r"GuidanceConfig.model_height, model_width: give both"),
         # the video VAEs (8x) and patches (2x2): 36 px floored to 4x4 latents, 40 px failed at step 0
-        (lambda: DistillConfig(frames=5, render=RenderConfig(width=36, height=32)), r"multiples of 16 px.* 36x32"),
+        # the field to change, not "render.width x height" (a CLI maps a field to its flag, not that phrase)
+        (
+            lambda: DistillConfig(frames=5, render=RenderConfig(width=36, height=32)),
+            r"^DistillConfig\.render\.width: tiny needs multiples of 16 px.* 36x32; e\.g\. width 32 or 48$",
+        ),
+        (
+            lambda: DistillConfig(frames=5, render=RenderConfig(width=32, height=40)),
+            r"^DistillConfig\.render\.height: tiny needs .* 32x40; e\.g\. height 32 or 48$",
+        ),
+        (
+            lambda: DistillConfig(frames=5, render=RenderConfig(width=40, height=40)),
+            r"^DistillConfig\.render\.width: .* 40x40; e\.g\. width 32 or 48, height 32 or 48$",
+        ),
         (
             lambda: DistillConfig(
                 frames=5, render=RenderConfig(width=32, height=32), optim=OptimConfig(coarse_scale=0.75)
             ),
-            r"coarse_scale 0.75: tiny needs multiples of 16 px .* got 24x24",
+            r"^DistillConfig\.optim\.coarse_scale: tiny needs multiples of 16 px .* x 0.75\), got 24x24",
         ),
         (
             lambda: DistillConfig(frames=5, guidance=GuidanceConfig(kind="tiny-wan", model_height=40, model_width=32)),
-            r"model_width x model_height: tiny-wan needs multiples of 16 px",
+            r"^DistillConfig\.guidance\.model_height: tiny-wan needs multiples of 16 px",
         ),
     ],
 )
@@ -302,6 +317,25 @@ def test_resume_refuses_another_character_or_oracle_target(tmp_path, make_chain,
         Distiller(other, cfg, tmp_path, oracle_motion=other_target).run(resume=True, progress=False)
     resumed = Distiller(rig, cfg, tmp_path, oracle_motion=target).run(resume=True, progress=False)
     assert resumed.steps_run == 1
+
+
+def test_resume_accepts_the_same_character_under_another_name(tmp_path, make_chain, make_motion):
+    """A glTF rig is named after its file: a byte-identical copy under another file name was refused as "another
+    character" although the design note says the asset's path is recorded but not compared."""
+    rig = make_chain()
+    renamed = sim.Rig(
+        rig.joint_names, rig.parents, rig.rest_translations, rig.rest_rotations, rig.inverse_bind_matrices,
+        rig.meshes, name="chain_v2",
+    )  # fmt: skip
+    cfg = _config("oracle", steps=3)
+    target = make_motion(rig, 5)
+    Distiller(rig, cfg, tmp_path, oracle_motion=target, source="a/chain.glb").run(progress=False, stop_after=2)
+    resumed = Distiller(renamed, cfg, tmp_path, oracle_motion=target, source="b/chain_v2.glb")
+    assert resumed.run(resume=True, progress=False).steps_run == 1
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["rig"]["name"] == "chain_v2" and saved["source"] == "b/chain_v2.glb"  # recorded, not compared
+    with pytest.raises(ResumeError, match=r"another character \(rig 'chain_v2'"):  # the name stays in the message
+        Distiller(_other_chain(make_chain), cfg, tmp_path, oracle_motion=target).run(resume=True, progress=False)
 
 
 @pytest.mark.parametrize("content", [b"", b"not a checkpoint", b"PK\x03\x04truncated", "dict"])
@@ -463,3 +497,115 @@ def test_gif_preview_plays_at_the_render_rate(tmp_path, fps):
             durations.append(im.info["duration"])
     assert len(durations) == frames and all(d % 10 == 0 for d in durations)
     assert abs(sum(durations) - 1000.0 * frames / fps) <= 10
+
+
+def test_single_frame_gif_preview(tmp_path):
+    """Pillow writes one frame through its single-image path, which took no list of delays (a TypeError after
+    motion.usda was written, and no oracle_metrics.json)."""
+    from PIL import Image
+
+    from distill import write_preview
+
+    path = write_preview(
+        tmp_path / "one.gif", torch.rand(2, 1, 3, 8, 8, generator=torch.Generator().manual_seed(0)), 12.0
+    )
+    with Image.open(path) as im:
+        assert im.n_frames == 1 and im.size == (16, 8)
+        assert im.info["duration"] == 80  # 1 / 12 s in GIF's 10 ms steps
+
+
+def test_two_frames_are_the_shortest_run(tmp_path, make_chain, make_motion):
+    rig = make_chain()
+    cfg = dataclasses.replace(_config("oracle", steps=2), frames=2)
+    result = Distiller(rig, cfg, tmp_path, oracle_motion=make_motion(rig, 2)).run(progress=False)
+    assert result.motion.frame_count == 2 and result.oracle_metrics is not None
+    assert (tmp_path / "oracle_metrics.json").is_file() and (tmp_path / "previews" / "final.gif").is_file()
+
+
+def _slow_wave(rig: sim.Rig, fps: float, seconds: float = 2.0) -> Motion:
+    """One period of a slow bend (0.5 Hz) and a root arc, sampled at ``fps``: the same physical motion at any rate."""
+    t = np.arange(round(seconds * fps) + 1) / fps
+    ang = 0.5 * np.sin(np.pi * t)
+    rot = np.tile(rig.rest_rotations, (len(t), 1, 1))
+    half = np.stack([np.zeros_like(ang), np.sin(ang / 2), np.zeros_like(ang), np.cos(ang / 2)], -1)  # about y
+    rot[:, 1:] = half[:, None]
+    root = rig.rest_translations[0] + np.stack([0.1 * np.cos(np.pi * t), 0.1 * np.sin(np.pi * t), 0 * t], -1)
+    return Motion(fps, root, rot, name="wave")
+
+
+def test_smoothness_is_measured_per_second(tmp_path, make_chain):
+    """The same motion scored 16x less at 16 fps than at 8 fps (squared second differences per frame): Wan (16 fps)
+    was regularized 16x less than CogVideoX (8 fps) by the same weight."""
+    rig = make_chain()
+    values = {}
+    for fps in (8.0, 16.0):
+        motion = _slow_wave(rig, fps)
+        cfg = dataclasses.replace(_config("oracle", steps=1), frames=motion.frame_count, fps=fps)
+        d = Distiller(rig, cfg, tmp_path / f"{fps:g}", init=motion, oracle_motion=motion)
+        values[fps] = d.loss_terms(0)[0]["smoothness"].item()
+    assert values[8.0] > 0 and abs(values[8.0] / values[16.0] - 1.0) < 0.05, values
+
+
+def test_smoothness_is_the_mean_squared_acceleration():
+    """A point on a circle of radius R at angular rate w accelerates R w^2 at every instant: the finite differences
+    at 8 and 16 fps agree with it within the discretization error (sinc^4 of w dt / 2: 2.6% and 0.6%)."""
+    from distill.losses import smoothness
+
+    radius, w, body_length = 0.3, np.pi, 1.5
+    for fps, tol in ((8.0, 0.03), (16.0, 0.007)):
+        t = torch.arange(int(2 * fps) + 1, dtype=torch.float64) / fps
+        world = torch.zeros(len(t), 2, 7, dtype=torch.float64)
+        world[:, :, 0], world[:, :, 1] = radius * torch.cos(w * t)[:, None], radius * torch.sin(w * t)[:, None]
+        world[..., 6] = 1.0
+        exact = (radius * w**2 / body_length) ** 2
+        assert abs(smoothness(world, body_length, fps).item() / exact - 1.0) < tol
+
+
+def test_default_smoothness_weight_keeps_the_12_fps_loss(tmp_path, make_chain, make_motion):
+    """At DistillConfig's rate (12 fps, the oracle preset's too) the default weight times the per-second term is the
+    earlier weight (100) times the per-frame term (computed here from the joint positions): the same optimization."""
+    rig = make_chain()
+    cfg = dataclasses.replace(_config("oracle", steps=1), weights=LossWeights())
+    assert cfg.fps == DistillConfig().fps == 12.0
+    motion = make_motion(rig, 5, amplitude=0.6)
+    d = Distiller(rig, cfg, tmp_path, init=motion, oracle_motion=motion)
+    new = cfg.weights.smoothness * d.loss_terms(0)[0]["smoothness"].item()
+    p = d.trajectory.world(d.trig, d.trajectory())[..., :3].detach().double() / d.body_length
+    old = 100.0 * (p[2:] - 2 * p[1:-1] + p[:-2]).square().sum(-1).mean().item()
+    assert old > 0 and abs(new / old - 1.0) < 1e-5, (new, old)
+
+
+def test_oracle_preset_keeps_its_smoothness_loss():
+    """The oracle acceptance run (Fox Walk, 12 fps) was accepted with weight 100 on the per-frame term: its preset
+    must weigh the per-second term by 100 / 12^4."""
+    from distill.presets import preset
+
+    cfg = preset("oracle")
+    assert cfg.fps == 12.0
+    np.testing.assert_allclose(cfg.weights.smoothness * cfg.fps**4, 100.0, rtol=1e-12)
+
+
+def test_resume_refuses_a_checkpoint_of_the_per_frame_smoothness(tmp_path, make_chain, make_motion):
+    """A checkpoint written before smoothness was measured per second (no "losses" version in its config) would
+    resume with the same numbers weighing a loss 12^4 larger at 12 fps."""
+    rig = make_chain()
+    cfg = _config("oracle", steps=3)
+    target = make_motion(rig, 5)
+    Distiller(rig, cfg, tmp_path, oracle_motion=target).run(progress=False, stop_after=2)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    assert state["config"].pop("losses") == 2
+    torch.save(state, tmp_path / "checkpoint.pt")
+    with pytest.raises(ResumeError, match=r"loss terms of version 1 \(this is 2: smoothness is now measured per"):
+        Distiller(rig, cfg, tmp_path, oracle_motion=target).run(resume=True, progress=False)
+
+
+def test_ground_penalty_sums_over_the_vertices():
+    """The documented behaviour (not a mean: a finer mesh of the same sink scores more, and the weight must follow
+    the vertex count)."""
+    from distill.losses import ground_penalty
+
+    points = torch.zeros(3, 4, 3, dtype=torch.float64)
+    points[..., 2] = -0.05  # every vertex 5 cm under z = 0
+    one = ground_penalty(points, 0.0, 2.0).item()
+    np.testing.assert_allclose(one, 4 * 0.05**2 / 2.0**2, rtol=1e-12)
+    np.testing.assert_allclose(ground_penalty(points.repeat(1, 2, 1), 0.0, 2.0).item(), 2 * one, rtol=1e-12)

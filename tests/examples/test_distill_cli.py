@@ -132,7 +132,9 @@ def test_bad_input_exits_with_status_2(tmp_path, assets_dir, capsys, asset, extr
     [
         # the flags, not the fields they set (OptimConfig.steps, RenderConfig.width, CameraConfig.azimuths_deg)
         ({"steps": 0}, "error: --steps: must be an integer >= 1, got 0"),  # ran zero steps
-        ({"frames": 0}, "error: --frames: must be an integer >= 1, got 0"),  # silently took the preset's
+        ({"frames": 0}, "error: --frames: must be an integer >= 2, got 0"),  # silently took the preset's
+        # one frame: motion.usda written, then a GIF traceback, exit 1 ("loss or gradient not finite"), no metrics
+        ({"guidance": "oracle", "oracle_clip": "walk", "frames": 1}, "error: --frames: must be an integer >= 2, got 1"),
         ({"fps": 0.0}, "error: --fps: must be a finite number > 0"),  # silently took the preset's
         ({"checkpoint_every": 0}, "error: --checkpoint-every: must be"),  # ZeroDivisionError traceback
         ({"azimuths": ()}, "error: --azimuths: "),  # reshape error deep in the renderer
@@ -144,8 +146,10 @@ def test_bad_input_exits_with_status_2(tmp_path, assets_dir, capsys, asset, extr
         ({"guidance_device": "cuda:97"}, "--guidance-device: 'cuda:97'"),  # was ignored: ran on the CPU
         ({"guidance_device": "meta"}, "--guidance-device: 'meta' cannot run a distillation"),
         ({"oracle_clip": "walk"}, "--oracle-clip: only the oracle uses a target clip"),  # silently ignored
-        ({"width": 40, "height": 40}, "tiny needs multiples of 16 px"),  # traceback at step 0, config.json left
-        ({"width": 36, "height": 32}, "tiny needs multiples of 16 px"),  # 4 px silently unguided
+        # traceback at step 0, config.json left; then named DistillConfig.render.width x height, not the flags
+        ({"width": 40, "height": 40}, "error: --width: tiny needs multiples of 16 px"),
+        ({"width": 36, "height": 32}, "error: --width: tiny needs multiples of 16 px"),  # 4 px silently unguided
+        ({"width": 32, "height": 40}, "error: --height: tiny needs multiples of 16 px"),
         ({"resume": True, "overwrite": True}, "--resume and --overwrite: choose one"),
         # weights options given to guidance that loads no weights were silently ignored (exit 0)
         ({"guidance_model": "/nonexistent"}, "--guidance-model: only a released model's weights are loaded"),
@@ -326,3 +330,24 @@ def test_an_unwritable_audit_folder_is_refused_before_the_optimization(tmp_path,
     assert sorted(p.name for p in out.rglob("*")) == ["audit", "report.json"]
     assert example.main(example.DistillCLI(**base, audit=False)) == 0
     assert (out / "motion.usda").is_file()
+
+
+def test_a_renamed_copy_of_the_asset_resumes(tmp_path, assets_dir, capsys):
+    """A glTF rig is named after its file: a byte-identical copy under another name was refused as "another
+    character" (exit 2), although the asset's path is recorded, not compared."""
+    import shutil
+
+    example = _example_module()
+    for folder, name in (("a", "Fox.glb"), ("b", "fox_v2.glb")):
+        (tmp_path / folder).mkdir()
+        shutil.copy(_fox(assets_dir), tmp_path / folder / name)
+    run = {"output": tmp_path / "run", "guidance": "oracle", "oracle_clip": "Walk", "steps": 2, "checkpoint_every": 1,
+           "frames": 5, "width": 32, "height": 32, "azimuths": (30.0,), "quiet": True, "audit": False}  # fmt: skip
+    assert example.main(example.DistillCLI(asset=str(tmp_path / "a" / "Fox.glb"), **run)) == 0
+    capsys.readouterr()
+    assert example.main(example.DistillCLI(asset=str(tmp_path / "b" / "fox_v2.glb"), resume=True, **run)) == 0, (
+        capsys.readouterr().err
+    )
+    assert "(0 steps in this call)" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["source"] == str(tmp_path / "b" / "fox_v2.glb")  # recorded as this call's
