@@ -6,7 +6,12 @@ import math
 
 import numpy as np
 
-__all__ = ["check_fraction", "check_int", "check_number"]
+__all__ = ["check_fraction", "check_int", "check_number", "is_real"]
+
+
+def is_real(value) -> bool:
+    """A real number: a Python int/float or a NumPy scalar (np.float32 is no ``float``), not a bool."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
 def check_int(name: str, value, low: int) -> int:
@@ -19,8 +24,7 @@ def check_int(name: str, value, low: int) -> int:
 def check_number(name: str, value, low: float = 0.0, strict: bool = False) -> float:
     """``value`` as a float, or ValueError naming ``name`` when it is not a finite number ``>= low`` (``> low``
     when ``strict``)."""
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-    ok = ok and math.isfinite(value) and (value > low if strict else value >= low)
+    ok = is_real(value) and math.isfinite(value) and (value > low if strict else value >= low)
     if not ok:
         raise ValueError(f"{name}: must be a finite number {'>' if strict else '>='} {low:g}, got {value!r}")
     return float(value)
@@ -28,8 +32,7 @@ def check_number(name: str, value, low: float = 0.0, strict: bool = False) -> fl
 
 def check_fraction(name: str, value, open_low: bool = False, open_high: bool = False) -> float:
     """``value`` as a float, or ValueError naming ``name`` when it is not in [0, 1] (ends excluded as asked)."""
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-    ok = ok and math.isfinite(value)
+    ok = is_real(value) and math.isfinite(value)
     ok = ok and (value > 0 if open_low else value >= 0) and (value < 1 if open_high else value <= 1)
     if not ok:
         interval = f"{'(' if open_low else '['}0, 1{')' if open_high else ']'}"

@@ -28,6 +28,7 @@ import torch
 from sim import Motion, Rig
 from sim.rotations import quat_to_rot6d, rot6d_to_quat
 
+from ._checks import check_int, check_number, is_real
 from ._solvers import damped_least_squares_ik
 from .data import collate_poses
 from .diffusion import Conditioning, DiffusionConfig, GaussianDiffusion
@@ -105,20 +106,16 @@ class SamplingConfig:
         """Returns self when every setting is in range (PoseSpace calls this); ValueError naming the field
         otherwise. (Not run on construction, so command lines report it as one line.)"""
         for name in ("steps", "project_steps", "interpolation_steps", "ik_steps", "batch"):
-            _count(f"SamplingConfig.{name}", getattr(self, name), 1)
+            check_int(f"SamplingConfig.{name}", getattr(self, name), 1)
         for name in ("guidance_iters", "polish_iters", "ik_guidance_iters", "ik_dls_iters"):
-            _count(f"SamplingConfig.{name}", getattr(self, name), 0)
+            check_int(f"SamplingConfig.{name}", getattr(self, name), 0)
         for name in ("temperature", "max_step", "ik_validator_weight", "guidance_damping"):
-            value = getattr(self, name)
-            if not (_is_real(value) and math.isfinite(value) and value >= 0):
-                raise ValueError(f"SamplingConfig.{name}: must be a finite number >= 0, got {value!r}")
+            check_number(f"SamplingConfig.{name}", getattr(self, name), 0.0)
         for name in ("ik_damping", "ik_handle_tolerance_start", "ik_handle_tolerance"):  # no damping: singular
-            value = getattr(self, name)
-            if not (_is_real(value) and math.isfinite(value) and value > 0):
-                raise ValueError(f"SamplingConfig.{name}: must be a finite number > 0, got {value!r}")
+            check_number(f"SamplingConfig.{name}", getattr(self, name), 0.0, strict=True)
         for name in ("guidance_from", "project_strength", "interpolation_time"):
             value = getattr(self, name)
-            if not (_is_real(value) and 0.0 <= value <= 1.0):
+            if not (is_real(value) and 0.0 <= value <= 1.0):
                 raise ValueError(f"SamplingConfig.{name}: must be a diffusion time in [0, 1], got {value!r}")
         return self
 
@@ -391,7 +388,7 @@ class PoseSpace:
     # -- uses -----------------------------------------------------------------------------------------------
     def sample_poses(self, rig: Rig, n: int, seed: int | None = None, guidance: bool = True) -> np.ndarray:
         """``n`` sampled poses in 6D form, shape (n, J, 6)."""
-        n = _count("n", n, 1)
+        n = check_int("n", n, 1)
         ctx = self.context(rig)
         gen = torch.Generator().manual_seed(int(seed)) if seed is not None else None
         loss = self._validator_loss(ctx)
@@ -525,7 +522,7 @@ class PoseSpace:
         ctx, s = self.context(rig), self.sampling
         a = _check_poses("a", a, ctx.pose_rig, batched=False)
         b = _check_poses("b", b, ctx.pose_rig, batched=False)
-        steps = _count("steps", steps, 2)
+        steps = check_int("steps", steps, 2)
         x0 = self.to_model(ctx, np.stack([a, b]))
         cond2 = ctx.cond(2)
         z = self.diffusion.invert(self.model, x0, cond2, s.interpolation_time, s.interpolation_steps)
@@ -575,7 +572,7 @@ class PoseSpace:
         """
         pr = self.pose_rig(rig)
         s = self.sampling.project_strength if strength is None else strength
-        if not _is_real(s) or not 0.0 <= s <= 1.0:  # NaN fails too
+        if not is_real(s) or not 0.0 <= s <= 1.0:  # NaN fails too
             raise ValueError(f"strength: must be a diffusion time in [0, 1], got {strength!r}")
         s = float(s)
 
@@ -763,18 +760,6 @@ def _check_calibration_fits(cal: RigCalibration, key: str, rig: Rig, source: str
     if joints != rig.joint_count:
         raise ValueError(f"{source}: calibrations[{key!r}] has limits for {joints} joints but rig {rig.name!r} has "
                          f"{rig.joint_count}: the checkpoint's calibration of this skeleton is damaged")  # fmt: skip
-
-
-def _is_real(value) -> bool:
-    """A real number: Python int/float or a NumPy scalar (np.float32 is no ``float``), not a bool."""
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
-
-
-def _count(name: str, value, low: int) -> int:
-    """``value`` as an int, or ValueError naming ``name`` when it is not an integer >= ``low``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name}: must be an integer >= {low}, got {value!r}")
-    return int(value)
 
 
 def _finite(name: str, value, shape_text: str) -> np.ndarray:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields, replace
 
 from ..motion import Motion
 from ..rig import Rig
-from ._checks import article
+from ._checks import require_config
 from ._gaits import (
     BipedWalkConfig,
     IdleConfig,
@@ -79,10 +79,8 @@ def build(
         (walk, species.walk_config, "walk"),
         (idle, IdleConfig, "idle"),
     ):
-        if value is not None and not isinstance(value, want):
-            raise TypeError(
-                f"build({name!r}): {what} must be {article(want.__name__)} {want.__name__}, got {type(value).__name__}"
-            )
+        if value is not None:
+            require_config(value, want, f"build({name!r}): {what}")
     if config is None:
         config = species.rig_config()
     if walk is None:

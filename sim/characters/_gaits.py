@@ -154,9 +154,8 @@ class BipedWalkConfig:
         require_real(self, "heel_off", 0.0, float(self.duty_factor), low_open=True)
         for name in ("step_height", "bob"):
             require_real(self, name, 0.0)
-        for name in ("heel_lift", "stance_shift", "pelvis_drop", "sway", "pelvis_yaw", "pelvis_roll", "arm_swing"):
-            require_real(self, name)
-        for name in ("arm_drop", "elbow_bend"):
+        for name in ("heel_lift", "stance_shift", "pelvis_drop", "sway", "pelvis_yaw", "pelvis_roll", "arm_swing",
+                     "arm_drop", "elbow_bend"):  # fmt: skip
             require_real(self, name)
 
 

@@ -15,6 +15,7 @@ of the child relative to the reference pose; ``A`` orders the axes so the least-
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -266,6 +267,15 @@ class PhysicsCharacter:
     def capsule_radii(self) -> np.ndarray:
         """Capsule radii [m], shape (body_count,)."""
         return np.array([c.radius for c in self.capsules])
+
+    @functools.cached_property
+    def collider_reach(self) -> np.ndarray:
+        """Distance [m] from each body's centre of mass to the farthest point of its capsule, shape (body_count,)
+        (computed once: the capsules and masses of a built character do not change)."""
+        a = np.stack([c.endpoints[0] for c in self.capsules])
+        b = np.stack([c.endpoints[1] for c in self.capsules])
+        ends = np.maximum(np.linalg.norm(a - self.body_com, axis=-1), np.linalg.norm(b - self.body_com, axis=-1))
+        return ends + self.capsule_radii
 
     def summary(self) -> str:
         """One line per body: name, parent, mass, capsule size, gains."""

@@ -167,14 +167,9 @@ def detect_blowup(
     if not (np.all(np.isfinite(body_pos)) and np.all(np.isfinite(body_vel))):
         return "non-finite body state (NaN/inf)"
     h = character.height
-    a, b = (np.stack(e) for e in zip(*(c.endpoints for c in character.capsules)))
-    reach = (
-        np.maximum(np.linalg.norm(a - character.body_com, axis=-1), np.linalg.norm(b - character.body_com, axis=-1))
-        + character.capsule_radii
-    )
     lin = np.linalg.norm(body_vel[..., :3], axis=-1)
     spin = np.linalg.norm(body_vel[..., 3:], axis=-1)
-    point = lin + spin * reach
+    point = lin + spin * character.collider_reach
     limit = cfg.blowup_speed_heights_per_s * h
     if float(point.max()) > limit:
         k = np.unravel_index(int(np.argmax(point)), point.shape)
