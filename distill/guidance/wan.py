@@ -38,14 +38,18 @@ def checkpointed_wan_encode(vae, x: torch.Tensor) -> torch.Tensor:
     from diffusers.models.autoencoders.vae import DiagonalGaussianDistribution
     from torch.utils.checkpoint import checkpoint
 
-    causal = all(hasattr(vae, a) for a in ("clear_cache", "encoder", "quant_conv", "_enc_feat_map"))
+    # (the causal cache ``_enc_feat_map`` exists only once ``clear_cache`` has run: a fresh VAE has none, so its
+    # first encode must not be taken for another encoder's)
+    causal = all(hasattr(vae, a) for a in ("clear_cache", "encoder", "quant_conv"))
+    if causal:
+        vae.clear_cache()
+        causal = hasattr(vae, "_enc_feat_map")
     if not causal or getattr(vae, "use_tiling", False) or getattr(vae, "use_slicing", False):
         return vae.encode(x).latent_dist.mode()  # (another encoder, e.g. the oracle's stand-in, or tiled)
     if getattr(vae.config, "patch_size", None) is not None:
         from diffusers.models.autoencoders.autoencoder_kl_wan import patchify
 
         x = patchify(x, patch_size=vae.config.patch_size)
-    vae.clear_cache()
     cache = list(vae._enc_feat_map)
 
     def chunk(frames, *cache_in):

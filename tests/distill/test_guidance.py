@@ -665,6 +665,26 @@ def test_checkpointed_wan_encode_matches_the_vae_and_recomputes_each_chunk():
     assert g_ours[:, :, 1:].abs().amax(dim=(0, 1, 3, 4)).min() > 0  # every frame gets a gradient (the cache carries it)
 
 
+def test_checkpointed_wan_encode_checkpoints_a_fresh_vaes_first_encode():
+    """A VAE that has never encoded has no causal cache yet (``_enc_feat_map`` appears at its first
+    ``clear_cache``): its first encode is checkpointed too, not run whole with every chunk's activations kept."""
+    from distill.guidance.wan import checkpointed_wan_encode
+
+    vae = tiny_wan().vae.requires_grad_(False).eval()
+    vae.__dict__.pop("_enc_feat_map", None)  # as loaded (tiny_wan may have run the VAE already)
+    assert not hasattr(vae, "_enc_feat_map")
+    x = (2 * torch.rand(1, 3, 9, 16, 16, generator=torch.Generator().manual_seed(6)) - 1).requires_grad_()
+    calls = []
+    hook = vae.encoder.register_forward_pre_hook(lambda *a: calls.append(torch.is_grad_enabled()))
+    try:
+        z = checkpointed_wan_encode(vae, x)
+        z.sum().backward()
+    finally:
+        hook.remove()
+    assert len(calls) == 6  # 3 chunks, each run again in the backward pass (whole encode: 3 calls, none again)
+    assert torch.isfinite(x.grad).all()
+
+
 def test_scheduler_class_of_a_cached_hub_id_is_read_from_its_config(tmp_path, monkeypatch):
     """A hub id (no local folder) takes its scheduler class from the config in the local Hugging Face cache (a
     FlowMatch scheduler with ``shift`` was loaded as UniPC, whose flow_shift silently defaulted to 1)."""
