@@ -800,6 +800,10 @@ def _check_handles(
             idx.append(int(key))
         else:
             raise ValueError(f"handles: key {key!r} is neither a joint name nor an index in [0, {rig.joint_count})")
+        if idx.count(idx[-1]) > 1:
+            first = next(k for k, i in zip(handles, idx) if i == idx[-1])
+            raise ValueError(f"handles: {first!r} and {key!r} are the same joint "
+                             f"({rig.joint_names[idx[-1]]!r}); give one target per joint")  # fmt: skip
     rows = []
     for key, value in handles.items():
         arr = _finite(f"handles[{key!r}]", value, "(3,) or (N, 3)")

@@ -469,6 +469,9 @@ def test_bad_arguments_are_named_before_the_model_runs(trained):
         (lambda: space.ik_poses(rig, {"left_hand": np.zeros(2)}), r"handles\['left_hand'\]: .*got \(2,\)"),
         (lambda: space.ik_poses(rig, {"left_hand": [np.nan, 0, 0]}), r"handles\['left_hand'\]: non-finite"),
         (lambda: space.ik_poses(rig, {"left_hand": np.zeros((3, 3)), "head": np.zeros((2, 3))}), r"pose counts"),
+        # one joint by name and by index: two targets for one joint (the later one silently competed)
+        (lambda: space.ik_poses(rig, {"left_hand": np.zeros(3), rig.joint_index("left_hand"): np.ones(3)}),
+         r"handles: 'left_hand' and \d+ are the same joint \('left_hand'\)"),
         (lambda: space.with_sampling(steps=0), r"SamplingConfig.steps: must be an integer >= 1, got 0"),
         (lambda: space.with_sampling(interpolation_time=float("nan")), r"SamplingConfig.interpolation_time"),
         (lambda: space.with_sampling(ik_damping=0.0), r"SamplingConfig.ik_damping: must be a finite number > 0"),
