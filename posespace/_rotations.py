@@ -24,6 +24,11 @@ __all__ = [
 
 
 # -- NumPy ------------------------------------------------------------------------------------------------
+TWIST_EPS = 1e-12
+"""Below ``q_x^2 + q_w^2 = TWIST_EPS`` (a half-turn swing) a rotation's twist about x is identity (NumPy, torch and
+the Warp validator kernel alike)."""
+
+
 def _canonical(q: np.ndarray) -> np.ndarray:
     q = np.asarray(q, dtype=np.float64)
     q = q / np.linalg.norm(q, axis=-1, keepdims=True)
@@ -33,15 +38,16 @@ def _canonical(q: np.ndarray) -> np.ndarray:
 def twist_quat_x(q) -> np.ndarray:
     """The twist part about local x of unit quaternions, shape (..., 4) -> (..., 4).
 
-    Where the rotation is a half-turn swing (``q_x = q_w = 0``) the twist is undefined; identity is returned.
+    Where the rotation is a half-turn swing (``q_x = q_w = 0``) the twist is undefined; identity is returned below
+    ``q_x^2 + q_w^2 = TWIST_EPS``, the validator kernel's threshold (so both read the same swing there).
     """
     q = _canonical(q)
     t = np.zeros_like(q)
     t[..., 0], t[..., 3] = q[..., 0], q[..., 3]
-    n = np.linalg.norm(t, axis=-1, keepdims=True)
+    n2 = np.sum(t * t, axis=-1, keepdims=True)
     ident = np.zeros_like(q)
     ident[..., 3] = 1.0
-    return np.where(n > 1e-12, t / np.maximum(n, 1e-300), ident)
+    return np.where(n2 > TWIST_EPS, t / np.sqrt(np.maximum(n2, 1e-300)), ident)
 
 
 def swing_twist_x(q) -> tuple[np.ndarray, np.ndarray]:

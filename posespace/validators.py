@@ -62,9 +62,14 @@ class ValidatorConfig:
     hinge_min_mean_deg: float = 10.0
     """A joint is one-sided (hinge-like) when its mean swing is at least this [deg] ..."""
     hinge_back_ratio: float = 0.25
-    """... and it bends against its mean direction less than this share of its reach along it."""
+    """... and it bends against its mean direction less than this share of its seen range along it (the range, not
+    the forward reach: a joint bent at rest, like the Fox's hind knee, straightens by part of its range and would
+    never count as one-sided against its reach from rest)."""
     hinge_half_angle_deg: float = 60.0
     """Limit half-planes facing within this angle of the backward direction get no prior [deg]."""
+    static_deg: float = 1.0
+    """A joint whose swing and twist vary by less than this over the data is static (a CMU hip or collar joint the
+    capture never moves): it gets no prior and stays within ``min_swing_deg`` of its seen pose [deg]."""
     default_swing_deg: float = 120.0
     """Swing limit of joints without data [deg]."""
     default_twist_deg: float = 75.0
@@ -95,7 +100,7 @@ class ValidatorConfig:
         check_int("ValidatorConfig.swing_planes", self.swing_planes, 3)  # fewer half-planes bound no polygon
         check_number("ValidatorConfig.limit_scale", self.limit_scale, 0.0, strict=True)
         for name in ("limit_margin_deg", "min_swing_deg", "prior_swing_deg", "prior_twist_deg", "hinge_min_mean_deg",
-                     "hinge_back_ratio", "default_swing_deg", "default_twist_deg", "limit_tolerance_deg",
+                     "hinge_back_ratio", "static_deg", "default_swing_deg", "default_twist_deg", "limit_tolerance_deg",
                      "penetration_tolerance", "rest_gap", "loss_margin_deg"):  # fmt: skip
             check_number(f"ValidatorConfig.{name}", getattr(self, name), 0.0)
         if check_number("ValidatorConfig.hinge_half_angle_deg", self.hinge_half_angle_deg, 0.0) > 180.0:
@@ -147,10 +152,13 @@ class JointLimits:
         Swing: the polygon with ``swing_planes`` evenly spaced edge normals that tightly contains the seen swing
         vectors and the rest pose (their support function), scaled by ``limit_scale`` and moved out by
         ``limit_margin_deg``, at least ``min_swing_deg``, and at least ``prior_swing_deg`` except behind
-        one-sided joints: a knee that only bends forward in the data may bend forward freely but backwards only
-        by its seen reach plus the margin. Twist: the seen range scaled and widened the same way, at least
-        ``prior_twist_deg`` either way. With ``limit_scale >= 1`` every pose of ``d`` lies inside; a smaller scale
-        may cut into the seen range (then part of the calibration poses fail).
+        one-sided joints: a knee that (nearly) only bends one way from rest in the data may bend that way freely
+        but backwards only by its scaled seen reach plus the margin (one-sided: bending back by less than
+        ``hinge_back_ratio`` of its seen range along its mean direction). Twist: the seen range scaled and widened
+        the same way, at least ``prior_twist_deg`` either way. Static joints (varying less than ``static_deg`` in
+        the data) get neither prior nor scale: the seen swing's support plus ``min_swing_deg``, the seen twist
+        range widened by ``min_swing_deg``. With ``limit_scale >= 1`` every pose of ``d`` lies inside; a smaller
+        scale may cut into the seen range (then part of the calibration poses fail).
 
         Raises:
             ValueError: ``d`` holds no poses (there is no range to fit).
@@ -172,18 +180,22 @@ class JointLimits:
         direction = mean / np.maximum(mean_len, 1e-12)[:, None]
         along = np.einsum("njc,jc->nj", swing_v, direction)
         reach_fwd, reach_back = along.max(axis=0), np.maximum(-along.min(axis=0), 0.0)
-        hinge = (mean_len > np.radians(cfg.hinge_min_mean_deg)) & (reach_back < cfg.hinge_back_ratio * reach_fwd)
+        seen_range = reach_fwd + reach_back
+        hinge = (mean_len > np.radians(cfg.hinge_min_mean_deg)) & (reach_back < cfg.hinge_back_ratio * seen_range)
         behind = normals @ direction.T < -np.cos(np.radians(cfg.hinge_half_angle_deg))  # (K, J)
         prior = np.where(hinge[:, None] & behind.T, 0.0, np.radians(cfg.prior_swing_deg))
         swing = np.maximum(np.maximum(support * cfg.limit_scale + margin, prior), floor)
-        hi = np.maximum(
-            np.maximum(twist.max(axis=0) * cfg.limit_scale + margin, floor), np.radians(cfg.prior_twist_deg)
-        )
-        lo = np.minimum(
-            np.minimum(twist.min(axis=0) * cfg.limit_scale - margin, -floor), -np.radians(cfg.prior_twist_deg)
-        )
+        tw_hi, tw_lo = twist.max(axis=0), twist.min(axis=0)
+        hi = np.maximum(np.maximum(tw_hi * cfg.limit_scale + margin, floor), np.radians(cfg.prior_twist_deg))
+        lo = np.minimum(np.minimum(tw_lo * cfg.limit_scale - margin, -floor), -np.radians(cfg.prior_twist_deg))
+        # static joints: the data never moves them (only the polygon of a point: its swing's spread is 0)
+        spread = np.linalg.norm(swing_v.max(axis=0) - swing_v.min(axis=0), axis=-1)  # (J,)
+        static = (spread < np.radians(cfg.static_deg)) & (tw_hi - tw_lo < np.radians(cfg.static_deg))
+        swing[static] = support[static] + floor
+        hi[static], lo[static] = tw_hi[static] + floor, tw_lo[static] - floor
         out = cls(swing, lo, hi, pose_rig.active.astype(np.float64), "data")
-        out.hinge = hinge
+        out.hinge = hinge & ~static
+        out.static = static
         return out
 
     def check(self, joint_count: int | None = None) -> JointLimits:
@@ -449,6 +461,11 @@ class PoseValidators:
             ``swing`` and ``twist`` (N, J) excess [rad] (signed: negative inside the limits); ``collapse``
             (N, B) ratios; ``penetration`` (N, P) depths beyond the pairs' allowances / rig height.
         """
+        if x.shape[0] == 0:  # (Warp cannot wrap the empty arrays of skinning; still attached to x's graph)
+            z = 0.0 * x.sum()
+            J, B, P = self.pose_rig.joint_count, self._blend[1].shape[0], len(self.pairs)
+            return {k: x.new_zeros((0, c)) + z for k, c in (("swing", J), ("twist", J), ("collapse", B),
+                                                             ("penetration", P))}  # fmt: skip
         d, local = self.pose_rig.decode_torch(x)
         swing, twist = self.joint_excess(d, signed=True)
         world = self.world(local)

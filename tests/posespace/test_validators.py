@@ -502,3 +502,79 @@ def test_parts_meeting_at_a_hub_joint_are_not_tested_against_each_other():
             report = val.check(pr.encode(sim.Motion(30, rig.rest_translations[:1], q)))
             assert report.passed["hyperextension"][0] and report.passed["bone_twist"][0]
             assert bool(report.passed["self_intersection"][0]) == passes, (deg, side, report.self_intersection)
+
+
+def _swung(pr, joint: int, degrees_z) -> np.ndarray:
+    """Canonical pose quaternions (N, J, 4) at rest but ``joint`` swung about its canonical z axis [deg]."""
+    d = np.broadcast_to([0.0, 0.0, 0.0, 1.0], (len(degrees_z), pr.joint_count, 4)).copy()
+    d[:, joint] = axis_angle_to_quat(np.radians(np.asarray(degrees_z, dtype=np.float64))[:, None] * [0.0, 0.0, 1.0])
+    return d
+
+
+def test_a_joint_bent_at_rest_is_one_sided_on_its_seen_range(stick_setup):
+    """A knee bent at rest (the Fox's hind knees, ~43 deg) straightens by part of its range and bends by the rest:
+    seen from -17 to +61 deg about one axis, it bends back by 22% of its range. Judged against its forward reach
+    (17 > 0.25 * 61) it was two-sided, so the 90 deg prior let it bend 47 deg past straight; judged on its range it
+    is one-sided, and behind it only the scaled seen reach plus the margin passes."""
+    rig, pr, _ = stick_setup
+    cfg = ValidatorConfig()
+    knee = rig.joint_index("left_knee")
+    d = _swung(pr, knee, np.linspace(-17.0, 61.0, 40))
+    limits = JointLimits.fit(pr, d, cfg)
+    assert limits.hinge[knee]
+    val = PoseValidators(pr, RigCalibration(limits), cfg, dtype=torch.float64)
+    swing, _ = val.joint_excess(torch.as_tensor(_swung(pr, knee, [-47.0, -17.0, 61.0, 100.0])))
+    back_limit = 17.0 * cfg.limit_scale + cfg.limit_margin_deg  # 40.5 deg
+    np.testing.assert_allclose(np.degrees(swing[0, knee].item()), 47.0 - back_limit, atol=0.5)
+    assert (swing[1:, knee] == 0).all()  # its seen range, and bending on past it, still pass
+
+
+def test_a_joint_the_data_never_moves_is_held_near_its_pose(stick_setup):
+    """A joint that no calibration pose moves (CMU's LHipJoint, collars, fingers) is static: it stays within
+    min_swing_deg of its seen pose (the 90 deg / 25 deg priors let an 80 deg swing of it pass)."""
+    rig, pr, _ = stick_setup
+    cfg = ValidatorConfig()
+    knee, hip = rig.joint_index("left_knee"), rig.joint_index("left_hip")
+    limits = JointLimits.fit(pr, _swung(pr, knee, np.linspace(0.0, 60.0, 30)), cfg)
+    assert limits.static[hip] and not limits.static[knee]
+    val = PoseValidators(pr, RigCalibration(limits), cfg, dtype=torch.float64)
+    for deg, excess in ((80.0, 80.0 - cfg.min_swing_deg), (30.0, 30.0 - cfg.min_swing_deg), (10.0, 0.0)):
+        swing, _ = val.joint_excess(torch.as_tensor(_swung(pr, hip, [deg])))
+        np.testing.assert_allclose(np.degrees(swing[0, hip].item()), excess, atol=0.5)
+    twist = axis_angle_to_quat(np.radians([[20.0, 0.0, 0.0]]))  # twist about the bone
+    d = _swung(pr, hip, [0.0])
+    d[0, hip] = twist[0]
+    _, tw = val.joint_excess(torch.as_tensor(d))
+    np.testing.assert_allclose(np.degrees(tw[0, hip].item()), 20.0 - cfg.min_swing_deg, atol=1e-6)
+
+
+def test_numpy_and_kernel_agree_on_the_twist_of_a_near_half_turn(stick_setup):
+    """Near a half-turn swing (q_x^2 + q_w^2 = 9e-14, below the kernel's 1e-12) the kernel reads no twist; NumPy's
+    threshold was on |(q_x, q_w)| instead and read a half-turn twist, so limits fitted in NumPy and checks in Warp
+    disagreed by pi."""
+    rig, pr, _ = stick_setup
+    knee = rig.joint_index("left_knee")
+    d = np.broadcast_to([0.0, 0.0, 0.0, 1.0], (1, rig.joint_count, 4)).copy()
+    d[0, knee] = quat_normalize(np.array([3e-7, 1.0, 0.0, 0.0]))
+    _, tv = swing_twist_x(d)
+    limits = JointLimits.default(pr)
+    limits.twist_lo[:], limits.twist_hi[:] = -0.1, 0.1
+    val = PoseValidators(pr, RigCalibration(limits), dtype=torch.float64)
+    _, tw = val.joint_excess(torch.as_tensor(d), signed=True)
+    assert abs(tv[0, knee]) < 1e-6
+    np.testing.assert_allclose(tw[0, knee].item(), -0.1, atol=1e-6)  # inside: the kernel read no twist either
+
+
+def test_measures_and_loss_of_no_poses(stick_setup):
+    """An empty batch (N = 0) of the differentiable measures crashed in Warp (an empty tensor cannot be wrapped);
+    it gives empty measures and a loss that back-propagates."""
+    rig, pr, _ = stick_setup
+    val = PoseValidators(pr, dtype=torch.float64)
+    x = torch.zeros(0, rig.joint_count, 6, dtype=torch.float64, requires_grad=True)
+    m = val.measures(x)
+    assert m["swing"].shape == m["twist"].shape == (0, rig.joint_count)
+    assert m["collapse"].shape[0] == m["penetration"].shape[0] == 0
+    loss = val.loss(x)
+    assert loss.shape == (0,)
+    loss.sum().backward()
+    assert x.grad.shape == x.shape
