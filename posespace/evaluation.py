@@ -17,7 +17,7 @@ import numpy as np
 
 from sim import Rig
 
-from .data import PoseSet
+from .data import PoseSet, _clip_identity
 from .metrics import apd, joint_positions, pose_features, prdc, slerp_path
 from .space import PoseSpace
 
@@ -288,20 +288,11 @@ def evaluate_zero_shot(space: PoseSpace, source: str, cfg: EvalConfig | None = N
     return out
 
 
-def _clip_key(name: str) -> tuple[str, str]:
-    """(source, clip) of a ``"source#clip"`` name, a file source as its resolved path (``a/../x.bvh`` is ``x.bvh``)."""
-    from pathlib import Path
-
-    source, _, clip = name.rpartition("#")
-    path = Path(source)
-    return (str(path.resolve()) if source and path.is_file() else source), clip
-
-
 def heldout_clips_in_training(space: PoseSpace, names: list[str]) -> list[str]:
     """Those of ``names`` (``"source#clip"``) that are among the pose space's training clips (empty when the
     checkpoint does not record them)."""
-    seen = {_clip_key(n) for n in space.training_clips}
-    return [n for n in names if _clip_key(n) in seen]
+    seen = {_clip_identity(n) for n in space.training_clips}
+    return [n for n in names if _clip_identity(n) in seen]
 
 
 def evaluate(

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .data import AugmentConfig, PoseBatchSampler, PoseSet, data_scale
+from .data import AugmentConfig, PoseBatchSampler, PoseSet, _clip_identity, data_scale
 from .diffusion import Conditioning, DiffusionConfig, GaussianDiffusion
 from .model import ModelConfig, PoseDenoiser
 from .space import PoseSpace, _checksum_matches, tokens_to_poses
@@ -180,15 +180,6 @@ RESUME_FIELDS = ("data", "heldout", "fps", "model", "diffusion", "validators", "
 network; a checkpoint calibrated by an earlier scheme, with excluded part pairs, is refused too)."""
 
 
-def resolved_clip_name(name: str) -> str:
-    """A ``"source#clip"`` name with a file source as its resolved absolute path (``data/x.bvh#walk`` ->
-    ``/abs/data/x.bvh#walk``); other names (``procedural:...``, ``gaits:...``, clips added in memory) unchanged."""
-    source, sep, clip = name.rpartition("#")
-    if not source or not Path(source).is_file():
-        return name
-    return f"{Path(source).resolve()}{sep}{clip}"
-
-
 def _read_resume_state(path: Path, cfg: TrainConfig, clips: list[str], data_given: bool) -> dict:
     """The checkpoint at ``path`` if ``cfg`` may continue it; ValueError naming the file and every differing
     setting otherwise (read before anything is written)."""
@@ -205,7 +196,7 @@ def _read_resume_state(path: Path, cfg: TrainConfig, clips: list[str], data_give
     diff = [f"{f} {json.dumps(old[f])} -> {json.dumps(new[f])}" for f in fields if old[f] != new[f]]
     old_clips = state.get("training_clips")
     if old_clips:  # checkpoints written before the names were resolved hold them as typed (relative to here)
-        old_clips = [resolved_clip_name(str(c)) for c in old_clips]
+        old_clips = [_clip_identity(str(c)) for c in old_clips]
     if old_clips and old_clips != clips:
         changed = ", ".join(sorted(set(clips) ^ set(old_clips)))
         diff.append(f"training clips {len(old_clips)} -> {len(clips)} ({changed or 'reordered'})")
@@ -315,8 +306,9 @@ def _fit(cfg: TrainConfig, pose_set: PoseSet | None, acc, device: torch.device) 
     if cfg.rig_weights is not None and len(cfg.rig_weights) != len(train_set.rigs):
         raise ValueError(f"TrainConfig.rig_weights: {len(cfg.rig_weights)} weights for {len(train_set.rigs)} "
                          "training skeletons")  # fmt: skip
-    # file sources resolved: an evaluation from another folder still knows the clips (procedural names unchanged)
-    clips = [resolved_clip_name(n) for r in train_set.rigs for n in r.clip_names]
+    # file sources (and gaits: targets) resolved: an evaluation from another folder still knows the clips
+    # (procedural names unchanged)
+    clips = [_clip_identity(n) for r in train_set.rigs for n in r.clip_names]
     ckpt_path = out / "checkpoint.pt"
     resume_state = None
     if cfg.resume and ckpt_path.is_file():

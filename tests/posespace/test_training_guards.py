@@ -184,6 +184,23 @@ def test_unmatched_heldout_names_are_refused_and_training_clips_are_recorded(tmp
     assert PoseSpace.from_state(state).fingerprint() == loaded.fingerprint()  # the record is not the identity
 
 
+def test_a_gaits_clip_retargeted_onto_a_file_is_known_by_any_spelling_of_the_file(tmp_path, monkeypatch):
+    """Gaits retargeted onto a skeleton file (``gaits:biped@data/x.bvh``) are recorded with the file resolved, as
+    the data split holds them out: the evaluation's check compared such names as typed, so the same clip spelled
+    from another folder was not flagged as seen in training."""
+    from types import SimpleNamespace
+
+    from posespace import heldout_clips_in_training
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "x.bvh").write_text("(the check only needs the file to exist)")
+    monkeypatch.chdir(tmp_path)
+    trained = SimpleNamespace(training_clips=(f"gaits:biped@{(tmp_path / 'data' / 'x.bvh').resolve()}#gait_0",))
+    monkeypatch.chdir(tmp_path / "data")
+    names = ["gaits:biped@x.bvh#gait_0", "gaits:biped@x.bvh#gait_1", "gaits:biped@../data/x.bvh#gait_0"]
+    assert heldout_clips_in_training(trained, names) == [names[0], names[2]]
+
+
 def _weights(space: PoseSpace) -> dict[str, torch.Tensor]:
     return {k: v.clone() for k, v in space.model.state_dict().items()}
 
