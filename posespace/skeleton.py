@@ -3,7 +3,8 @@
 Canonical bone frames (see ``design/posespace.md``): for every joint ``j`` a rest-pose world frame
 ``F_j = [a b c]`` whose x axis ``a`` is the bone direction (towards the joint's children, or continuing the
 parent's bone for a leaf) and whose y axis ``b`` is world up (or the character's left for near-vertical bones)
-made orthogonal to ``a`` (so an upright knee bends about y, a sloped one like the Fox's hind shin about z). The root's frame is ``[up forward left]`` of the character, so its twist is the heading.
+made orthogonal to ``a`` (so an upright knee bends about y, a sloped one like the Fox's hind shin about z). The
+root's frame is ``[up forward left]`` of the character, so its twist is the heading.
 The character's left and forward come from its left/right joint names checked against the rest pose
 (:class:`CharacterFrame`), which also gives the mirror map used for data augmentation. A joint's pose coordinate is
 its rotation away from rest expressed in that frame::

@@ -68,8 +68,11 @@ class ValidatorConfig:
     hinge_half_angle_deg: float = 60.0
     """Limit half-planes facing within this angle of the backward direction get no prior [deg]."""
     static_deg: float = 1.0
-    """A joint whose swing and twist vary by less than this over the data is static (a CMU hip or collar joint the
-    capture never moves): it gets no prior and stays within ``min_swing_deg`` of its seen pose [deg]."""
+    """A joint whose swing and twist vary by less than this over the data is static (a CMU hip, collar or hand joint
+    the capture never moves) [deg] ..."""
+    static_limit_deg: float = 30.0
+    """... it gets no prior and stays within this of its seen pose, swing and twist [deg] (an unmeasured joint may
+    still flex: IK bends a capture's fixed hand joint ~19 deg to meet finger and thumb handles)."""
     default_swing_deg: float = 120.0
     """Swing limit of joints without data [deg]."""
     default_twist_deg: float = 75.0
@@ -100,8 +103,8 @@ class ValidatorConfig:
         check_int("ValidatorConfig.swing_planes", self.swing_planes, 3)  # fewer half-planes bound no polygon
         check_number("ValidatorConfig.limit_scale", self.limit_scale, 0.0, strict=True)
         for name in ("limit_margin_deg", "min_swing_deg", "prior_swing_deg", "prior_twist_deg", "hinge_min_mean_deg",
-                     "hinge_back_ratio", "static_deg", "default_swing_deg", "default_twist_deg", "limit_tolerance_deg",
-                     "penetration_tolerance", "rest_gap", "loss_margin_deg"):  # fmt: skip
+                     "hinge_back_ratio", "static_deg", "static_limit_deg", "default_swing_deg", "default_twist_deg",
+                     "limit_tolerance_deg", "penetration_tolerance", "rest_gap", "loss_margin_deg"):  # fmt: skip
             check_number(f"ValidatorConfig.{name}", getattr(self, name), 0.0)
         if check_number("ValidatorConfig.hinge_half_angle_deg", self.hinge_half_angle_deg, 0.0) > 180.0:
             raise ValueError(f"ValidatorConfig.hinge_half_angle_deg: must be an angle in [0, 180] deg, got "
@@ -156,8 +159,8 @@ class JointLimits:
         but backwards only by its scaled seen reach plus the margin (one-sided: bending back by less than
         ``hinge_back_ratio`` of its seen range along its mean direction). Twist: the seen range scaled and widened
         the same way, at least ``prior_twist_deg`` either way. Static joints (varying less than ``static_deg`` in
-        the data) get neither prior nor scale: the seen swing's support plus ``min_swing_deg``, the seen twist
-        range widened by ``min_swing_deg``. With ``limit_scale >= 1`` every pose of ``d`` lies inside; a smaller
+        the data) get neither prior nor scale: the seen swing's support plus ``static_limit_deg``, the seen twist
+        range widened by ``static_limit_deg``. With ``limit_scale >= 1`` every pose of ``d`` lies inside; a smaller
         scale may cut into the seen range (then part of the calibration poses fail).
 
         Raises:
@@ -191,8 +194,9 @@ class JointLimits:
         # static joints: the data never moves them (only the polygon of a point: its swing's spread is 0)
         spread = np.linalg.norm(swing_v.max(axis=0) - swing_v.min(axis=0), axis=-1)  # (J,)
         static = (spread < np.radians(cfg.static_deg)) & (tw_hi - tw_lo < np.radians(cfg.static_deg))
-        swing[static] = support[static] + floor
-        hi[static], lo[static] = tw_hi[static] + floor, tw_lo[static] - floor
+        hold = np.radians(cfg.static_limit_deg)
+        swing[static] = support[static] + hold
+        hi[static], lo[static] = tw_hi[static] + hold, tw_lo[static] - hold
         out = cls(swing, lo, hi, pose_rig.active.astype(np.float64), "data")
         out.hinge = hinge & ~static
         out.static = static
