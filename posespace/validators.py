@@ -410,6 +410,11 @@ class PoseValidators:
         ]  # fmt: skip
         self._root = torch.zeros(3, dtype=self.dtype, device=self.device)
         self._allowance = torch.as_tensor(self.pair_allowance, dtype=self.dtype, device=self.device)
+        # the loss's screen of sphere pairs (_loss_measures): pair ends and summed radii, float64
+        a, b = (torch.as_tensor(self.pairs[:, i], dtype=torch.long, device=self.device) for i in (0, 1))
+        self._pair_flat = a * len(body.sphere_radius) + b
+        radii = torch.as_tensor(body.sphere_radius, dtype=torch.float64, device=self.device)
+        self._radii_t = radii[a] + radii[b]
         self._limited = torch.as_tensor(cal.limits.weight > 0, device=self.device)
         del pr
 
@@ -437,6 +442,10 @@ class PoseValidators:
     def penetrations(self, world: torch.Tensor, pairs: np.ndarray | None = None) -> torch.Tensor:
         """Sphere-pair penetration depths [m], shape (N, P) (the tested pairs unless ``pairs`` is given)."""
         centers, _ = self.torch_rig.skin(world)
+        return self._sphere_penetrations(centers, pairs)
+
+    def _sphere_penetrations(self, centers: torch.Tensor, pairs: np.ndarray | None = None) -> torch.Tensor:
+        """:meth:`penetrations` of skinned sphere centres (N, S, 3) [m]."""
         n = centers.shape[0]
         parr = self._pairs
         if pairs is not None:
@@ -480,11 +489,31 @@ class PoseValidators:
             "penetration": self.penetrations(world) / self.pose_rig.height - self._allowance,
         }
 
+    def _loss_measures(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """:meth:`measures` for the loss: the penetration of only those sphere pairs that the loss sees in some pose
+        of the batch (beyond a quarter of the tolerance, less a slack), shape (N, P') with P' <= P. The loss and its
+        gradient are those of all pairs (the others add exactly 0); a batch's poses rarely bring more than a few
+        percent of a rig's pairs near contact, and the differentiable kernel is the loss's main cost."""
+        if x.shape[0] == 0:
+            return self.measures(x)
+        d, local = self.pose_rig.decode_torch(x)
+        swing, twist = self.joint_excess(d, signed=True)
+        world = self.world(local)
+        centers, _ = self.torch_rig.skin(world)
+        h = self.pose_rig.height
+        with torch.no_grad():  # a cheap screen of every pair (the kernel below decides the values)
+            c = centers.double()
+            gap = torch.cdist(c, c).flatten(1)[:, self._pair_flat] - self._radii_t  # (cdist: faster than a gather)
+            seen = (-gap / h - self._allowance.double() > 0.25 * self.config.penetration_tolerance - 1e-4).any(0)
+        keep = seen.cpu().numpy()
+        pen = self._sphere_penetrations(centers, self.pairs[keep]) / h - self._allowance[keep]
+        return {"swing": swing, "twist": twist, "collapse": self.collapse_ratios(world), "penetration": pen}
+
     def loss(self, x: torch.Tensor, measures: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         """Smooth validator loss per pose, shape (N,): weighted sums of squared violations of slightly tightened
         thresholds (``loss_margin_deg`` inside the joint limits, a quarter of the penetration tolerance, collapse
         ratio + 0.05), so poses it settles are valid with a little slack; 0 well inside."""
-        m = measures if measures is not None else self.measures(x)
+        m = measures if measures is not None else self._loss_measures(x)
         cfg = self.config
         w_ext, w_twist, w_pen = cfg.loss_weights
         margin = np.radians(cfg.loss_margin_deg)

@@ -579,3 +579,21 @@ def test_measures_and_loss_of_no_poses(stick_setup):
     assert loss.shape == (0,)
     loss.sum().backward()
     assert x.grad.shape == x.shape
+
+
+def test_the_loss_screens_sphere_pairs_without_changing_value_or_gradient(stick_setup, rng):
+    """The loss evaluates the differentiable penetration kernel only on pairs some pose of the batch brings near
+    the loss's threshold: the same loss and gradient as over every tested pair, with fewer pairs computed."""
+    _, pr, _ = stick_setup
+    val = PoseValidators(pr, dtype=torch.float64)
+    x = torch.as_tensor(_random_poses(pr, rng, 24, deg=70.0), dtype=torch.float64).requires_grad_()
+    every = val.measures(x)
+    screened = val._loss_measures(x)
+    assert 0 < screened["penetration"].shape[1] < every["penetration"].shape[1]
+    full = val.loss(x, every)
+    assert (val.config.loss_weights[2] * (every["penetration"] > 0.25 * val.config.penetration_tolerance)).any()
+    (g_full,) = torch.autograd.grad(full.sum(), x)
+    loss = val.loss(x)
+    (g,) = torch.autograd.grad(loss.sum(), x)
+    np.testing.assert_allclose(loss.detach(), full.detach(), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(g, g_full, rtol=1e-10, atol=1e-13)
