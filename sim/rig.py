@@ -113,9 +113,9 @@ class SkinnedMesh:
             raise RigError(f"{p} influence_weights: all weights zero at vertex {int(np.argwhere(total <= 0)[0, 0])}")
         off = np.abs(total - 1.0) > WEIGHT_SUM_TOLERANCE
         if off.any():
+            worst = total[np.argmax(np.abs(total - 1.0))]  # the sum furthest from 1
             warnings.warn(
-                f"{p}: {int(off.sum())} vertices have weights not summing to 1 (worst {total[off][0]:.4g});"
-                " renormalized",
+                f"{p}: {int(off.sum())} vertices have weights not summing to 1 (worst {worst:.4g}); renormalized",
                 RigWarning,
                 stacklevel=2,
             )

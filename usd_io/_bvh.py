@@ -466,6 +466,14 @@ def _parse_motion(path: Path, lines: list[str], motion_line: int, channel_count:
         raise InputError(
             path, f"MOTION line {time_line}", f"Frame Time: {time_text!r} is not a positive finite number [s]"
         )
+    rate, duration = 1.0 / frame_time, max(frame_count - 1, 0) * frame_time  # [1/s], [s]
+    if not math.isfinite(rate) or too_large([frame_time, rate, duration]).any():
+        raise InputError(
+            path,
+            f"MOTION line {time_line}",
+            f"Frame Time: {time_text!r} out of range: it, the frame rate 1 / Frame Time ({rate:g} per second) and"
+            f" the clip's duration ({duration:g} s) must not exceed {MAX_MAGNITUDE:g}",
+        )
 
     rows: list[list[str]] = []
     row_lines: list[int] = []

@@ -33,18 +33,22 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import struct
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from sim import Motion, Rig, RigError, SkinnedMesh
+from sim.rig import WEIGHT_SUM_TOLERANCE, RigWarning
 from sim.rotations import transform_matrix
 
+from ._gltf_accessors import read_accessor
 from ._gltf_animation import Channel, nominal_fps, read_animation, sample_channel
 from ._gltf_document import GltfDocument, GltfWarning
 from ._gltf_meshes import read_mesh
 from ._gltf_nodes import UNIFORM_SCALE_TOLERANCE, NodeTree, read_nodes
 from ._gltf_skeleton import Y_UP_TO_Z_UP, Skeleton, build_skeleton, inverse_bind_matrices, unique_names
+from ._limits import MAX_MAGNITUDE, too_large
 from .asset import Asset
 from .errors import InputError
 
@@ -66,6 +70,9 @@ otherwise merge the hold sample into the key."""
 TRANSLATION_TOLERANCE = 1e-6
 """Relative (to the longest bone) change of a non-root joint's translation that makes a clip carry translations."""
 
+SINGULAR_DETERMINANT = 1e-12
+"""Inverse bind matrices (in skeleton space) whose 3x3 part has ``|det|`` below this are singular (as sim.Rig)."""
+
 
 def read_gltf(path: str | Path, *, scene: int | None = None) -> Asset:
     """Reads a skinned character and its animations from a ``.gltf`` or ``.glb`` file.
@@ -80,11 +87,16 @@ def read_gltf(path: str | Path, *, scene: int | None = None) -> Asset:
 
     Raises:
         InputError: malformed file or unsupported content (non-uniform scale at or above joints, joint trees with
-            no common ancestor, no skin), naming the file and the field.
+            no common ancestor, no skin), naming the file and the field; among them repeated or non-root
+            ``scenes[i].nodes`` entries, repeated skin joints, an inverseBindMatrices count other than the joint
+            count, a singular inverse bind matrix, key times that are not FLOAT, negative or so close that the
+            clip's rate exceeds :data:`usd_io._limits.MAX_MAGNITUDE`, a CUBICSPLINE rotation through zero.
 
     Warns:
         GltfWarning: ignored content (scale and morph animation, unattached rigid meshes, rigid meshes that
-            cannot follow an animated node, POINTS/LINES primitives); sim.RigWarning: skin weights renormalized.
+            cannot follow an animated node, POINTS/LINES primitives); skin weights not summing to 1 (renormalized;
+            the message names ``meshes[m].primitives[p].attributes.WEIGHTS_n``, the vertex count and the range of
+            the sums).
     """
     path = Path(path)
     try:
@@ -111,10 +123,12 @@ def _read(doc: GltfDocument, scene: int | None) -> Asset:
         skins = list(range(len(doc.table("skins"))))
     if not skins:
         raise doc.error("skins", "the file has no skin: nothing to rig (node animation without a skin is unsupported)")
+    _check_skins(doc, tree, skins)
     skeleton = build_skeleton(doc, tree, skins)
     rest_rot, rest_pos = skeleton.world_frames(tree, tree.local_matrices(skeleton.pose_nodes))
     rest_world = transform_matrix(rest_pos[0], rest_rot[0])
     ibm = inverse_bind_matrices(doc, tree, skeleton, skins, rest_world)
+    _check_singular_bind(doc, tree, skeleton, skins, ibm)
     local_rot, local_trans = skeleton.local_frames(rest_rot, rest_pos)
     animations = [read_animation(doc, a) for a in range(len(doc.table("animations")))]
     animated = {c.node for _, channels in animations for c in channels if c.path in ("translation", "rotation")}
@@ -122,8 +136,8 @@ def _read(doc: GltfDocument, scene: int | None) -> Asset:
     rig = Rig(skeleton.names, skeleton.parents, local_trans[0], local_rot[0], ibm, meshes, name=doc.path.stem)
     names = unique_names([name or f"animation_{a}" for a, (name, _) in enumerate(animations)])
     clips = {
-        name: _clip(doc, tree, skeleton, rig, channels, name, mesh_nodes)
-        for name, (_, channels) in zip(names, animations)
+        name: _clip(doc, tree, skeleton, rig, channels, name, mesh_nodes, f"animations[{a}]")
+        for a, (name, (_, channels)) in enumerate(zip(names, animations))
     }
     return Asset(rig, clips, str(doc.path), 1.0)
 
@@ -136,7 +150,66 @@ def _scene_roots(doc: GltfDocument, tree: NodeTree, scene: int | None) -> list[i
             return [n for n in range(tree.node_count) if tree.parents[n] < 0]
     elif isinstance(scene, bool) or not isinstance(scene, int) or not 0 <= scene < len(scenes):
         raise doc.error("scene", f"scene {scene!r} does not exist ({len(scenes)} scenes)")
-    return doc.get_index_list(scenes[scene], "nodes", f"scenes[{scene}]", "nodes", [])
+    roots = doc.get_index_list(scenes[scene], "nodes", f"scenes[{scene}]", "nodes", [])
+    for k, n in enumerate(roots):  # glTF 2.0 5.29: unique root nodes (else a subtree would be imported twice)
+        if roots.index(n) < k:
+            raise doc.error(
+                f"scenes[{scene}].nodes[{k}]", f"{tree.label(n)} is listed twice (also nodes[{roots.index(n)}])"
+            )
+        if tree.parents[n] >= 0:
+            raise doc.error(
+                f"scenes[{scene}].nodes[{k}]",
+                f"{tree.label(n)} is not a root node (it is a child of {tree.label(int(tree.parents[n]))})",
+            )
+    return roots
+
+
+def _check_skins(doc: GltfDocument, tree: NodeTree, skins: list[int]) -> None:
+    """Each skin lists its joints once and, when it has inverseBindMatrices, one MAT4 per joint (glTF 2.0 5.28).
+
+    Raises:
+        InputError: naming ``skins[s].joints[k]`` (a repeated joint) or ``skins[s].inverseBindMatrices``.
+    """
+    for s in skins:
+        where = f"skins[{s}]"
+        skin = doc.table("skins")[s]
+        joints = doc.get_index_list(skin, "joints", where, "nodes")
+        for k, n in enumerate(joints):
+            if joints.index(n) < k:
+                raise doc.error(
+                    f"{where}.joints[{k}]", f"{tree.label(n)} is listed twice (also joints[{joints.index(n)}])"
+                )
+        acc = doc.get_index(skin, "inverseBindMatrices", where, "accessors", None)
+        if acc is None:
+            continue
+        ibm = read_accessor(doc, acc)
+        if ibm.shape[1:] == (4, 4) and len(ibm) != len(joints):
+            raise doc.error(
+                f"{where}.inverseBindMatrices",
+                f"accessors[{acc}] holds {len(ibm)} MAT4 for {len(joints)} joints (one per joint is required)",
+            )
+
+
+def _check_singular_bind(doc: GltfDocument, tree: NodeTree, skeleton: Skeleton, skins: list[int], ibm: np.ndarray):
+    """InputError naming the skin's inverseBindMatrices and the joint whose matrix is singular.
+
+    Args:
+        ibm: the rig's inverse bind matrices (skeleton space), shape (joint_count, 4, 4); a joint's comes from the
+            first skin in ``skins`` that lists it.
+    """
+    dets = np.abs(np.linalg.det(ibm[:, :3, :3]))
+    if not (dets < SINGULAR_DETERMINANT).any():
+        return
+    node = skeleton.nodes[int(np.argmax(dets < SINGULAR_DETERMINANT))]
+    for s in skins:
+        joints = doc.table("skins")[s]["joints"]
+        if node in joints:
+            k = joints.index(node)
+            raise doc.error(
+                f"skins[{s}].inverseBindMatrices",
+                f"matrix {k} (joint {k}, {tree.label(node)}) is singular (determinant of its 3x3 part"
+                f" {np.linalg.det(ibm[skeleton.index()[node], :3, :3]):.3g})",
+            )
 
 
 def _meshes(
@@ -154,6 +227,7 @@ def _meshes(
     """
     nodes = doc.table("nodes")
     out: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    reported: set[int] = set()  # meshes (in out) whose weight sums were reported with their field
     for n in mesh_nodes:
         node = nodes[n]
         m = node["mesh"]
@@ -186,9 +260,51 @@ def _meshes(
         if not len(points):
             doc.warn(f"nodes[{n}]", f"mesh of {tree.label(n)} has no triangle primitives: skipped")
             continue
+        if skin is not None and _warn_weight_sums(doc, m, weights):
+            reported.add(len(out))
         out.append((name, points, data.triangles, joints, weights))
     names = unique_names([o[0] for o in out])
-    return [SkinnedMesh(nm, p, t, j, w, joint_count=skeleton.joint_count) for nm, (_, p, t, j, w) in zip(names, out)]
+    meshes = []
+    for i, (nm, (_, p, t, j, w)) in enumerate(zip(names, out)):
+        with warnings.catch_warnings():
+            if i in reported:  # reported with file and field: not again without them
+                warnings.simplefilter("ignore", RigWarning)
+            meshes.append(SkinnedMesh(nm, p, t, j, w, joint_count=skeleton.joint_count))
+    return meshes
+
+
+def _warn_weight_sums(doc: GltfDocument, mesh: int, weights: np.ndarray) -> bool:
+    """Warns, per primitive, about vertices whose weights do not sum to 1 (the rig renormalizes them).
+
+    Args:
+        mesh: the mesh index.
+        weights: the mesh's influence weights as read (its triangle primitives' vertices concatenated in file
+            order, as :func:`read_mesh` returns them), shape (V, K).
+
+    Returns:
+        whether a warning was emitted (a GltfWarning naming ``meshes[m].primitives[p].attributes.WEIGHTS_n``).
+    """
+    totals = weights.sum(axis=1)
+    off = np.abs(totals - 1.0) > WEIGHT_SUM_TOLERANCE
+    if not off.any():
+        return False
+    start = 0
+    for p, prim in enumerate(doc.table("meshes")[mesh]["primitives"]):
+        if prim.get("mode", 4) not in (4, 5, 6):  # POINTS / LINES: skipped by read_mesh
+            continue
+        count = int(doc.table("accessors")[prim["attributes"]["POSITION"]]["count"])
+        bad = off[start : start + count]
+        if bad.any():
+            sets = sum(1 for key in prim["attributes"] if key.startswith("WEIGHTS_"))
+            field = "WEIGHTS_0" if sets == 1 else f"WEIGHTS_0..WEIGHTS_{sets - 1}"
+            sums = totals[start : start + count][bad]
+            doc.warn(
+                f"meshes[{mesh}].primitives[{p}].attributes.{field}",
+                f"the weights of {int(bad.sum())} of {count} vertices sum to {sums.min():.6g} .. {sums.max():.6g},"
+                f" not 1 (tolerance {WEIGHT_SUM_TOLERANCE:g}): renormalized",
+            )
+        start += count
+    return True
 
 
 def _rigid_binding(
@@ -280,9 +396,15 @@ def _clip(
     channels: list[Channel],
     name: str,
     mesh_nodes: list[int],
+    where: str,
 ) -> Motion:
     """An animation's channels sampled at the union of their key times (densified and with STEP hold samples where
-    a Motion's linear interpolation needs them, see the module docstring), as a Motion of ``rig``."""
+    a Motion's linear interpolation needs them, see the module docstring), as a Motion of ``rig``.
+
+    Raises:
+        InputError: keys so close (under ``1 / MAX_MAGNITUDE`` s apart) that the clip's rate is out of range,
+            naming the animation ``where``.
+    """
     times = np.unique(np.concatenate([c.times for c in channels])) if channels else np.zeros(1)
     pose = {n: k for k, n in enumerate(skeleton.pose_nodes)}
     posed = [c for c in channels if c.node in pose and c.path in ("translation", "rotation")]
@@ -294,6 +416,12 @@ def _clip(
     ):
         times = _densified(times)
     fps = nominal_fps(times)  # before the hold samples, which are closer than a frame
+    if too_large(fps):
+        k = int(np.argmin(np.diff(times)))
+        raise doc.error(
+            where, f"key times {times[k]:.17g} and {times[k + 1]:.17g} s are {times[k + 1] - times[k]:.3g} s apart:"
+            f" the clip's frame rate {fps:.3g} per second is out of range (> {MAX_MAGNITUDE:g})"
+        )  # fmt: skip
     times = _with_step_holds(times, [c for c in posed if c.interpolation == "STEP"])
     t = np.broadcast_to(tree.translations[skeleton.pose_nodes], (len(times), len(pose), 3)).copy()
     q = np.broadcast_to(tree.rotations[skeleton.pose_nodes], (len(times), len(pose), 4)).copy()
@@ -316,9 +444,9 @@ def _clip(
         if c.path == "scale":
             _check_scale_channel(doc, tree, c)
         elif c.path == "translation":
-            t[:, pose[c.node]] = sample_channel(c, times)
+            t[:, pose[c.node]] = sample_channel(doc, c, times)
         else:
-            q[:, pose[c.node]] = sample_channel(c, times)
+            q[:, pose[c.node]] = sample_channel(doc, c, times)
     if ignored_weights:
         doc.warn(ignored_weights[0], f"{len(ignored_weights)} morph target weights channel(s) ignored")
     world_rot, world_pos = skeleton.world_frames(tree, tree.local_matrices(skeleton.pose_nodes, t, q))

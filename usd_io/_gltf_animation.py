@@ -33,6 +33,7 @@ DEFAULT_FPS = 30.0
 """Nominal rate of a single-key clip [1/s]."""
 
 _WIDTHS = {"translation": 3, "rotation": 4, "scale": 3}
+_FLOAT = 5126
 _INTERPOLATIONS = ("LINEAR", "STEP", "CUBICSPLINE")
 
 
@@ -62,8 +63,8 @@ def read_animation(doc: GltfDocument, index: int) -> tuple[str | None, list[Chan
     """Name and channels of ``animations[index]`` (channels without a target node are skipped).
 
     Raises:
-        InputError: bad sampler/target indices, unknown path or interpolation, key times not strictly increasing,
-            output counts or widths that do not match.
+        InputError: bad sampler/target indices, unknown path or interpolation, key times not FLOAT, negative or
+            not strictly increasing, output counts or widths that do not match.
     """
     where = f"animations[{index}]"
     anim = doc.table("animations")[index]
@@ -99,13 +100,25 @@ def read_animation(doc: GltfDocument, index: int) -> tuple[str | None, list[Chan
 
 
 def _key_times(doc: GltfDocument, accessor: int, where: str) -> np.ndarray:
-    times = np.asarray(read_accessor(doc, accessor), dtype=np.float64)
+    """A sampler's key times [s], shape (K,): FLOAT scalars, finite, >= 0 and strictly increasing (glTF 2.0 3.11).
+
+    Raises:
+        InputError: naming ``where`` (the sampler's ``input``) and the accessor.
+    """
+    raw = read_accessor(doc, accessor)
+    ctype = doc.table("accessors")[accessor].get("componentType")
+    if ctype != _FLOAT:
+        raise doc.error(where, f"accessors[{accessor}] has componentType {ctype}: key times must be FLOAT ({_FLOAT})")
+    times = np.asarray(raw, dtype=np.float64)
     if times.ndim != 1:
         raise doc.error(where, f"accessors[{accessor}] must be SCALAR key times, got shape {times.shape[1:]}")
     if not np.all(np.isfinite(times)):
         raise doc.error(where, f"accessors[{accessor}] holds non-finite key times")
     if too_large(times).any():
         raise doc.error(where, f"accessors[{accessor}] holds key times out of range (> {MAX_MAGNITUDE:g})")
+    if len(times) and times.min() < 0:
+        k = int(np.argmax(times < 0))
+        raise doc.error(where, f"accessors[{accessor}] key {k} is at {times[k]:g} s: key times must be >= 0")
     if len(times) > 1 and not np.all(np.diff(times) > 0):
         k = int(np.argmax(np.diff(times) <= 0))
         raise doc.error(where, f"key times not strictly increasing (key {k + 1}: {times[k + 1]} after {times[k]})")
@@ -139,8 +152,17 @@ def _key_values(doc, sampler: dict, sw: str, path: str, interpolation: str, key_
     return values
 
 
-def sample_channel(channel: Channel, times: np.ndarray) -> np.ndarray:
-    """The channel's value at ``times`` [s] (clamped to its key range), shape (len(times), width)."""
+ZERO_QUATERNION_NORM = 1e-12
+"""A CUBICSPLINE rotation whose length falls below this at a sample time has no direction: an InputError."""
+
+
+def sample_channel(doc: GltfDocument, channel: Channel, times: np.ndarray) -> np.ndarray:
+    """The channel's value at ``times`` [s] (clamped to its key range), shape (len(times), width).
+
+    Raises:
+        InputError: a CUBICSPLINE rotation that evaluates to a zero quaternion at one of ``times`` (names the
+            channel and the time).
+    """
     keys = channel.times
     t = np.clip(np.asarray(times, dtype=np.float64), keys[0], keys[-1])
     k = np.clip(np.searchsorted(keys, t, side="right") - 1, 0, len(keys) - 1)
@@ -165,7 +187,14 @@ def sample_channel(channel: Channel, times: np.ndarray) -> np.ndarray:
     )
     if channel.path == "rotation":
         norm = np.linalg.norm(out, axis=1, keepdims=True)
-        out = out / np.maximum(norm, 1e-300)
+        if (norm < ZERO_QUATERNION_NORM).any():
+            bad = int(np.argmax(norm[:, 0] < ZERO_QUATERNION_NORM))
+            raise doc.error(
+                channel.where,
+                f"CUBICSPLINE rotation is a zero quaternion at t={t[bad]:g} s (length {norm[bad, 0]:.3g}): it has no"
+                " direction",
+            )
+        out = out / norm
     return out
 
 

@@ -36,6 +36,10 @@ RIGID_TOLERANCE = 1e-4
 """Largest deviation of R^T R from identity (per entry) accepted for a joint's rest transform or the stage
 conversion; beyond it the transform carries scale or shear, which the rig cannot represent."""
 
+SINGULAR_TOLERANCE = 1e-9
+"""A geomBindTransform whose 3x3 part has ``|det| <= SINGULAR_TOLERANCE * (product of its column lengths)`` is
+singular: it flattens the mesh (the ratio is 1 for any rotation and scale, 0 for a collapsed axis)."""
+
 ANIMATION_SCALE_TOLERANCE = 2e-3
 """Animation scales further than this from 1 are reported (and ignored); half3 rounds 1 to within ~5e-4."""
 
@@ -55,6 +59,33 @@ class UsdSkelWarning(UserWarning):
 
 def _np(value, dtype=np.float64) -> np.ndarray:
     return np.array(value, dtype=dtype)
+
+
+VECTOR3_ARRAY_TYPES = ("float3[]", "half3[]", "double3[]")
+"""Declared types accepted for UsdSkelAnimation translations and scales (the schema's float3[] / half3[] and the
+other precisions; role types of the same value type, e.g. vector3f[], count as it)."""
+
+QUAT_ARRAY_TYPES = ("quatf[]", "quath[]", "quatd[]")
+"""Declared types accepted for UsdSkelAnimation rotations (the schema's quatf[] and the other precisions). A
+float4[] is refused: it stores (real, i, j, k) in another component order than a quaternion's memory layout."""
+
+
+def _check_type(attr, path: Path, field: str, allowed: tuple[str, ...]) -> None:
+    """InputError naming ``field`` unless every spec of ``attr`` is declared with one of the ``allowed`` value types
+    (SdfValueTypeName strings such as ``"float3[]"``; a role type of the same values, e.g. ``vector3f[]``, counts).
+
+    A schema attribute reports its schema type whatever the layers declare, and its values are read as numbers
+    whatever their type: without this check a float2[] translation or a float4[] rotation would load as wrong data
+    (pairs regrouped into triples, quaternion components in another order)."""
+    from pxr import Sdf
+
+    wanted = {Sdf.ValueTypeNames.Find(t).type for t in allowed}
+    for spec in attr.GetPropertyStack():
+        declared = spec.typeName
+        if declared.type not in wanted:
+            raise InputError(
+                path, field, f"declared as {str(declared) or 'an unknown type'}, expected {' or '.join(allowed)}"
+            )
 
 
 def _usd_matrices(value) -> np.ndarray:
@@ -321,16 +352,19 @@ def _triangulate(counts: np.ndarray, indices: np.ndarray, path: Path, where: str
 
 
 def _read_mesh(skinning_query, skeleton: _Skeleton, conversion: _Conversion, path: Path) -> SkinnedMesh | None:
-    """The skinned mesh of ``skinning_query`` in our frame; None (with a warning) for a skinned prim that is no Mesh.
+    """The skinned mesh of ``skinning_query`` in our frame; None (with a warning) for a skinned prim that is no Mesh
+    or a Mesh without faces.
 
     Warns:
         UsdSkelWarning: blend shapes (ignored); joint weights that do not sum to 1 (renormalized, as the rig's
             linear blend skinning needs; Pixar's UsdSkel skins with them as authored); a geomBindTransform that
-            varies over time (its earliest value is used).
+            varies over time (its earliest value is used); a mesh without faces (skipped: None).
 
     Raises:
         InputError: a skinning method other than classicLinear, missing or inconsistent points, faces or
-            influences, a non-finite or out-of-range geomBindTransform.
+            influences, attributes declared with another type than the schema's (points point3f[], faces int[],
+            jointIndices int[], jointWeights float[], geomBindTransform matrix4d), a non-finite, out-of-range or
+            singular geomBindTransform.
     """
     from pxr import Usd, UsdGeom, UsdSkel
 
@@ -359,6 +393,7 @@ def _read_mesh(skinning_query, skeleton: _Skeleton, conversion: _Conversion, pat
     points = _authored(mesh.GetPointsAttr())
     if points is None or len(points) == 0:
         raise InputError(path, f"{where}.points", "no points authored")
+    _check_type(mesh.GetPointsAttr(), path, f"{where}.points", ("point3f[]", "float3[]"))
     points = _np(points).reshape(-1, 3)
     if not np.all(np.isfinite(points)):
         raise InputError(path, f"{where}.points", f"non-finite point {int(np.argmax(~np.isfinite(points).all(1)))}")
@@ -367,10 +402,18 @@ def _read_mesh(skinning_query, skeleton: _Skeleton, conversion: _Conversion, pat
         bad = int(np.argmax(huge))
         raise InputError(path, f"{where}.points", f"point {bad} out of range (> {MAX_MAGNITUDE:g})")
     v = len(points)
+    for attr in (mesh.GetFaceVertexCountsAttr(), mesh.GetFaceVertexIndicesAttr()):
+        if attr.HasAuthoredValue():
+            _check_type(attr, path, f"{where}.{attr.GetName()}", ("int[]",))
     counts = _np(_authored(mesh.GetFaceVertexCountsAttr()) or [], np.int64)
     indices = _np(_authored(mesh.GetFaceVertexIndicesAttr()) or [], np.int64)
     if indices.size and (indices.min() < 0 or indices.max() >= v):
         raise InputError(path, f"{where}.faceVertexIndices", f"vertex index outside [0, {v})")
+    if not len(counts):  # as the glTF reader skips a mesh without triangles
+        warnings.warn(
+            f"{path}: {where}.faceVertexCounts: the mesh has {v} points but no faces: skipped", UsdSkelWarning, 2
+        )
+        return None
     left = mesh.GetOrientationAttr().Get() == UsdGeom.Tokens.leftHanded
     triangles = _triangulate(counts, indices, path, where, left)
 
@@ -378,10 +421,12 @@ def _read_mesh(skinning_query, skeleton: _Skeleton, conversion: _Conversion, pat
         "jointIndices": skinning_query.GetJointIndicesPrimvar(),
         "jointWeights": skinning_query.GetJointWeightsPrimvar(),
     }
+    primvar_types = {"jointIndices": "int[]", "jointWeights": "float[]"}  # UsdSkelBindingAPI's (Pixar's only)
     for name, primvar in primvars.items():  # Pixar's query fails a C++ verification on a missing one
         if not primvar or not primvar.HasAuthoredValue():
             other = next(n for n in primvars if n != name)
             raise InputError(path, f"{where}.primvars:skel:{name}", f"not authored ({other} is)")
+        _check_type(primvar.GetAttr(), path, f"{where}.primvars:skel:{name}", (primvar_types[name],))
     influences = skinning_query.ComputeJointInfluences(Usd.TimeCode.Default())
     if influences is None:
         influences = skinning_query.ComputeJointInfluences(Usd.TimeCode.EarliestTime())
@@ -440,12 +485,19 @@ def _read_mesh(skinning_query, skeleton: _Skeleton, conversion: _Conversion, pat
     # the bind transform at the earliest time: its default when not sampled, else its first sample (one authored
     # only as time samples has no default value, which reads as identity), as Pixar skins with it at every time
     gbt_field = f"{where}.primvars:skel:geomBindTransform"
+    gbt_attr = skinning_query.GetGeomBindTransformAttr()
+    if gbt_attr and gbt_attr.HasAuthoredValue():
+        _check_type(gbt_attr, path, gbt_field, ("matrix4d",))
     gbt = _usd_matrix(skinning_query.GetGeomBindTransform(Usd.TimeCode.EarliestTime()))
     if not np.all(np.isfinite(gbt)):
         raise InputError(path, gbt_field, "non-finite matrix entries")
     if too_large(gbt).any():
         raise InputError(path, gbt_field, f"matrix entries out of range (> {MAX_MAGNITUDE:g})")
-    gbt_attr = skinning_query.GetGeomBindTransformAttr()
+    gbt_det = float(np.linalg.det(gbt[:3, :3]))
+    if not abs(gbt_det) > SINGULAR_TOLERANCE * float(np.prod(np.linalg.norm(gbt[:3, :3], axis=0))):
+        raise InputError(
+            path, gbt_field, f"the matrix is singular (determinant {gbt_det:.3g}): it would collapse the mesh's points"
+        )
     if gbt_attr and gbt_attr.GetNumTimeSamples() > 1:
         samples = [_np(gbt_attr.Get(c)) for c in gbt_attr.GetTimeSamples()]
         if any(not np.array_equal(m, samples[0]) for m in samples[1:]):
@@ -530,6 +582,15 @@ def _time_origin(stage, path: Path) -> float:
     return float(origin)
 
 
+def _sample(attr, code: float, path: Path, field: str) -> np.ndarray:
+    """``attr``'s value at time code ``code`` as float64; InputError naming ``field`` and the time code when the
+    value there is blocked (a ``None`` time sample, held until the next sample)."""
+    value = attr.Get(code)
+    if value is None:
+        raise InputError(path, field, f"no value at time code {code} (a blocked time sample, None)")
+    return _np(value)
+
+
 def _read_animation(anim_prim, skeleton: _Skeleton, placement: _Placement, stage, path: Path) -> Motion:
     from pxr import UsdSkel
 
@@ -561,9 +622,20 @@ def _read_animation(anim_prim, skeleton: _Skeleton, placement: _Placement, stage
             UsdSkelWarning,
             2,
         )
+    for key, attr, allowed in (
+        ("translations", attrs["translations"], VECTOR3_ARRAY_TYPES),
+        ("rotations", attrs["rotations"], QUAT_ARRAY_TYPES),
+        ("scales", scales_attr, VECTOR3_ARRAY_TYPES),
+    ):
+        if attr and attr.HasAuthoredValue():
+            _check_type(attr, path, f"{where}.{key}", allowed)
     tcps = stage.GetTimeCodesPerSecond()
     if not np.isfinite(tcps) or tcps <= 0:
         raise InputError(path, "timeCodesPerSecond", f"must be positive, got {tcps}")
+    if too_large(tcps) or tcps < 1.0 / MAX_MAGNITUDE:
+        raise InputError(
+            path, "timeCodesPerSecond", f"out of range [{1.0 / MAX_MAGNITUDE:g}, {MAX_MAGNITUDE:g}], got {tcps:g}"
+        )
     start = _time_origin(stage, path)
     if not codes:
         codes = [start]
@@ -577,7 +649,7 @@ def _read_animation(anim_prim, skeleton: _Skeleton, placement: _Placement, stage
         if not attr or not attr.HasAuthoredValue():
             continue
         for f, code in enumerate(codes):
-            value = _np(attr.Get(code)).reshape(-1, width)
+            value = _sample(attr, code, path, f"{where}.{key}").reshape(-1, width)
             if len(value) != len(tokens):
                 raise InputError(path, f"{where}.{key}", f"{len(value)} values for {len(tokens)} joints at time {code}")
             if not np.all(np.isfinite(value)):
@@ -588,7 +660,7 @@ def _read_animation(anim_prim, skeleton: _Skeleton, placement: _Placement, stage
     if scales_attr and scales_attr.HasAuthoredValue():
         worst = 0.0
         for code in codes:
-            value = _np(scales_attr.Get(code)).reshape(-1, 3)
+            value = _sample(scales_attr, code, path, f"{where}.scales").reshape(-1, 3)
             if len(value) != len(tokens):
                 raise InputError(
                     path, f"{where}.scales", f"{len(value)} values for {len(tokens)} joints at time {code}"
@@ -614,13 +686,25 @@ def _read_animation(anim_prim, skeleton: _Skeleton, placement: _Placement, stage
         trans[:, non_root], skeleton.rest_translations[non_root], rtol=TRANSLATION_MATCH_TOLERANCE, atol=1e-9
     )
     fps = anim_prim.GetCustomDataByKey(FPS_CUSTOM_DATA_KEY)
+    fps_field = f"{where}.customData:{FPS_CUSTOM_DATA_KEY}"
     if not isinstance(fps, int | float) or not np.isfinite(fps) or fps <= 0:
         spacing = np.diff(codes)
         if len(spacing) and np.allclose(spacing, spacing[0], rtol=1e-6, atol=0.0):
             fps = tcps / spacing[0]  # evenly sampled: its sampling rate (framesPerSecond is a playback hint)
+            fps_field = f"{where}.timeSamples"
+        elif stage.HasAuthoredMetadata("framesPerSecond"):
+            fps, fps_field = stage.GetFramesPerSecond(), "framesPerSecond"
         else:
-            fps = stage.GetFramesPerSecond() if stage.HasAuthoredMetadata("framesPerSecond") else tcps
+            fps, fps_field = tcps, "timeCodesPerSecond"
     times = (np.asarray(codes) - start) / tcps
+    if not np.all(np.isfinite(times)) or too_large(times).any():
+        code = codes[int(np.argmax(~np.isfinite(times) | too_large(times)))]
+        raise InputError(
+            path, where, f"time code {code} is {(code - start) / tcps:g} s from the time origin {start} at"
+            f" {tcps:g} time codes per second: out of range (> {MAX_MAGNITUDE:g} s)"
+        )  # fmt: skip
+    if too_large(fps):
+        raise InputError(path, fps_field, f"frame rate {fps:g} per second out of range (> {MAX_MAGNITUDE:g})")
     name = anim_prim.GetDisplayName() or anim_prim.GetName()
     try:
         return Motion(fps, trans[:, 0], rot, trans if animated_t else None, times=times, name=name)
@@ -659,10 +743,10 @@ def read_usdskel(path: str | Path, *, skeleton: str | None = None) -> Asset:
 
     Returns:
         the asset in our frame (SI metres, Z-up): the rig (named after the SkelRoot's displayName or name),
-        every Mesh bound to the skeleton (faces triangulated as fans in vertex order), and every SkelAnimation
-        under the SkelRoot as a clip (the one bound as ``skel:animationSource`` first), sampled at the union of
-        its authored time samples with ``times = (timeCode - origin) / timeCodesPerSecond``, where ``origin``
-        is the root layer's customLayerData ``kinedistill:timeOrigin`` (the time code of time 0, written by
+        every Mesh with faces bound to the skeleton (faces triangulated as fans in vertex order), and every
+        SkelAnimation under the SkelRoot as a clip (the one bound as ``skel:animationSource`` first), sampled at
+        the union of its authored time samples with ``times = (timeCode - origin) / timeCodesPerSecond``, where
+        ``origin`` is the root layer's customLayerData ``kinedistill:timeOrigin`` (the time code of time 0, written by
         :func:`write_usdskel`; it differs from startTimeCode when a clip has keys before time 0), else the
         stage's startTimeCode (foreign stages); the clip's
         ``fps`` is the one we wrote (customData ``kinedistill:fps``), else the rate of evenly spaced samples, else
@@ -670,9 +754,9 @@ def read_usdskel(path: str | Path, *, skeleton: str | None = None) -> Asset:
 
     Warns:
         UsdSkelWarning: several Skeletons to choose from (see ``skeleton``); ignored content (blend shapes,
-            joint scales, unresolved bindings, unknown animation joints); joint weights not summing to 1
-            (renormalized; the message names the file, the ``primvars:skel:jointWeights`` field, how many
-            vertices and the range of their sums).
+            joint scales, unresolved bindings, unknown animation joints, meshes without faces); joint weights not
+            summing to 1 (renormalized; the message names the file, the ``primvars:skel:jointWeights`` field, how
+            many vertices and the range of their sums).
 
     Raises:
         InputError: unreadable file, no SkelRoot or Skeleton, ``skeleton`` naming no Skeleton inside a SkelRoot
@@ -680,7 +764,10 @@ def read_usdskel(path: str | Path, *, skeleton: str | None = None) -> Asset:
             transforms, scaled joints, mismatched array sizes, NaN weights, non-finite animation values or
             scales, a non-finite or out-of-range geomBindTransform, a skinning method other than classicLinear
             (dual-quaternion skinning would differ from ours by ~1% of the height), a bad
-            ``kinedistill:timeOrigin`` (the message names file and prim/attribute).
+            ``kinedistill:timeOrigin``, attributes declared with other types than the schema's (e.g. float2[]
+            translations, float4[] rotations), blocked animation time samples, a singular geomBindTransform,
+            ``metersPerUnit`` or ``timeCodesPerSecond`` outside ``[1 / MAX_MAGNITUDE, MAX_MAGNITUDE]``, clip times
+            or rates beyond ``MAX_MAGNITUDE`` (the message names file and prim/attribute).
     """
     from pxr import Usd, UsdGeom, UsdSkel
 
@@ -692,6 +779,10 @@ def read_usdskel(path: str | Path, *, skeleton: str | None = None) -> Asset:
     meters_per_unit = float(UsdGeom.GetStageMetersPerUnit(stage))
     if not np.isfinite(meters_per_unit) or meters_per_unit <= 0:
         raise InputError(path, "metersPerUnit", f"must be positive, got {meters_per_unit}")
+    if too_large(meters_per_unit) or meters_per_unit < 1.0 / MAX_MAGNITUDE:
+        raise InputError(
+            path, "metersPerUnit", f"out of range [{1.0 / MAX_MAGNITUDE:g}, {MAX_MAGNITUDE:g}], got {meters_per_unit:g}"
+        )
     up = UsdGeom.GetStageUpAxis(stage)
     up_rotation = np.eye(4)
     if up == UsdGeom.Tokens.y:  # +Y up -> +Z up: rotate +90 degrees about X

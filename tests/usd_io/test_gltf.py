@@ -516,9 +516,16 @@ def test_rotating_non_joint_node_moves_joints_along_arcs(tmp_path, between_joint
 
 # -- repairs and warnings -------------------------------------------------------------------------------------
 def test_unnormalized_weights_are_renormalized(tmp_path):
+    """Renormalized weights are reported with the file and the WEIGHTS_n field (the rig's own RigWarning named
+    neither and is not repeated)."""
     path = B.minimal_skin(weight_scale=0.5).write(tmp_path / "w.gltf")
-    with pytest.warns(sim.RigWarning, match="renormalized"):
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
         asset = read_gltf(path)
+    assert not [w for w in record if issubclass(w.category, sim.RigWarning)]
+    (message,) = [str(w.message) for w in record if issubclass(w.category, GltfWarning)]
+    assert message.startswith(f"{path}: meshes[0].primitives[0].attributes.WEIGHTS_0: the weights of 10 of 10")
+    assert "sum to 0.5 .. 0.5, not 1" in message and "renormalized" in message
     np.testing.assert_allclose(asset.rig.meshes[0].influence_weights.sum(axis=1), 1.0, atol=EXACT_TOL)
     assert_matches_reference(asset, path)  # the reference normalizes weights too
 
@@ -746,7 +753,7 @@ BAD_FILES = {
     "tiny scale": (_mutate(_edit("nodes.0.scale", [1e-300] * 3)), "nodes[0].scale", "scale 1e-300: outside [1e-06"),
     "huge translation": (_mutate(_edit("nodes.1.translation", [1e300, 1, 0])), "nodes[1].translation", "out of range"),
     "disjoint joint trees": (_mutate(_disjoint), "skins[0].joints", "2 separate trees"),
-    "joint index beyond skin": (_mutate(_edit("skins.0.joints", [1])), "nodes[2]", "weighted to joint 1 but"),
+    "joint index beyond skin": (_mutate(_edit("skins.0", {"joints": [1]})), "nodes[2]", "weighted to joint 1 but"),
     "IBM wrong type": (
         _mutate(_edit("skins.0.inverseBindMatrices", 0)),
         "skins[0].inverseBindMatrices",
