@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import sys
 from dataclasses import dataclass
@@ -114,7 +115,12 @@ def main(cfg: ConvertConfig) -> int:
         if not cfg.input.lower().endswith(".bvh"):
             print(f"error: {cfg.input}: --meters-per-unit applies to BVH input only", file=sys.stderr)
             return 2
-        options["meters_per_unit"] = cfg.meters_per_unit
+        m = cfg.meters_per_unit
+        if not (math.isfinite(m) and m > 0):  # (the reader would name its own field, not the flag)
+            print(f"error: --meters-per-unit: must be a finite length > 0 [m per BVH unit], got {m!r}",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        options["meters_per_unit"] = m
     if not cfg.output.name:  # "", "." or "/": Path.with_name below would raise
         print(f"error: --output {str(cfg.output)!r}: names no file; give the stage to write (e.g. out/character.usda)",
               file=sys.stderr)  # fmt: skip

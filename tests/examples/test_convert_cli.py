@@ -299,3 +299,18 @@ def test_a_failure_writing_the_audit_removes_the_stage(tmp_path, monkeypatch, ca
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip() and "CUDA driver" not in line]
     assert len(err) == 1 and "No space left on device" in err[0] and f"{out} removed" in err[0], err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", [0.0, -0.01, float("nan"), float("inf")])
+def test_a_bad_meters_per_unit_names_the_flag(tmp_path, capsys, value):
+    """--meters-per-unit 0 was reported as the reader's field (``meters_per_unit: must be ...``), not the flag the
+    user typed; it is refused before the input loads (the input here does not even exist)."""
+    from example_scripts import load_example
+
+    convert = load_example(CONVERT, "convert_example")
+    out = tmp_path / "x.usda"
+    cfg = convert.ConvertConfig(input=str(tmp_path / "missing.bvh"), output=out, meters_per_unit=value)
+    assert convert.main(cfg) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip() and "CUDA driver" not in line]
+    assert len(err) == 1 and err[0].startswith("error: --meters-per-unit: must be a finite length > 0"), err
+    assert list(tmp_path.iterdir()) == []
