@@ -474,6 +474,16 @@ class PoseValidators:
             ``swing`` and ``twist`` (N, J) excess [rad] (signed: negative inside the limits); ``collapse``
             (N, B) ratios; ``penetration`` (N, P) depths beyond the pairs' allowances / rig height.
         """
+        return self._measures(x, screen=False)
+
+    def _loss_measures(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """:meth:`measures` for the loss: the penetration of only those sphere pairs that the loss sees in some pose
+        of the batch (beyond a quarter of the tolerance, less a slack), shape (N, P') with P' <= P. The loss and its
+        gradient are those of all pairs (the others add exactly 0); a batch's poses rarely bring more than a few
+        percent of a rig's pairs near contact, and the differentiable kernel is the loss's main cost."""
+        return self._measures(x, screen=True)
+
+    def _measures(self, x: torch.Tensor, screen: bool) -> dict[str, torch.Tensor]:
         if x.shape[0] == 0:  # (Warp cannot wrap the empty arrays of skinning; still attached to x's graph)
             z = 0.0 * x.sum()
             J, B, P = self.pose_rig.joint_count, self._blend[1].shape[0], len(self.pairs)
@@ -482,32 +492,18 @@ class PoseValidators:
         d, local = self.pose_rig.decode_torch(x)
         swing, twist = self.joint_excess(d, signed=True)
         world = self.world(local)
-        return {
-            "swing": swing,
-            "twist": twist,
-            "collapse": self.collapse_ratios(world),
-            "penetration": self.penetrations(world) / self.pose_rig.height - self._allowance,
-        }
-
-    def _loss_measures(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        """:meth:`measures` for the loss: the penetration of only those sphere pairs that the loss sees in some pose
-        of the batch (beyond a quarter of the tolerance, less a slack), shape (N, P') with P' <= P. The loss and its
-        gradient are those of all pairs (the others add exactly 0); a batch's poses rarely bring more than a few
-        percent of a rig's pairs near contact, and the differentiable kernel is the loss's main cost."""
-        if x.shape[0] == 0:
-            return self.measures(x)
-        d, local = self.pose_rig.decode_torch(x)
-        swing, twist = self.joint_excess(d, signed=True)
-        world = self.world(local)
         centers, _ = self.torch_rig.skin(world)
         h = self.pose_rig.height
-        with torch.no_grad():  # a cheap screen of every pair (the kernel below decides the values)
-            c = centers.double()
-            gap = torch.cdist(c, c).flatten(1)[:, self._pair_flat] - self._radii_t  # (cdist: faster than a gather)
-            seen = (-gap / h - self._allowance.double() > 0.25 * self.config.penetration_tolerance - 1e-4).any(0)
-        keep = seen.cpu().numpy()
-        pen = self._sphere_penetrations(centers, self.pairs[keep]) / h - self._allowance[keep]
-        return {"swing": swing, "twist": twist, "collapse": self.collapse_ratios(world), "penetration": pen}
+        keep = slice(None)
+        if screen:
+            with torch.no_grad():  # a cheap screen of every pair (the kernel below decides the values)
+                c = centers.double()
+                gap = torch.cdist(c, c).flatten(1)[:, self._pair_flat] - self._radii_t  # (faster than a gather)
+                limit = 0.25 * self.config.penetration_tolerance - 1e-4
+                keep = (-gap / h - self._allowance.double() > limit).any(0).cpu().numpy()
+        pen = self._sphere_penetrations(centers, None if not screen else self.pairs[keep])
+        return {"swing": swing, "twist": twist, "collapse": self.collapse_ratios(world),
+                "penetration": pen / h - self._allowance[keep]}  # fmt: skip
 
     def loss(self, x: torch.Tensor, measures: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         """Smooth validator loss per pose, shape (N,): weighted sums of squared violations of slightly tightened
