@@ -47,13 +47,14 @@ def lbs_reference(rig: Rig, mesh: SkinnedMesh, world: np.ndarray) -> np.ndarray:
 
 
 def lbs_normals_reference(rig: Rig, mesh: SkinnedMesh, world: np.ndarray) -> np.ndarray:
-    """Skinned unit normals: blended rotated bind-local normals, normalized. Shape (N, V, 3)."""
-    ibm = rig.inverse_bind_matrices[:, :3, :3]
+    """Skinned unit normals: bind-local normals (the inverse transpose of each inverse bind matrix's 3x3 part applied,
+    normalized), rotated by their joints, blended, normalized. Shape (N, V, 3)."""
+    ibm_inv_t = np.swapaxes(np.linalg.inv(rig.inverse_bind_matrices[:, :3, :3]), -1, -2)  # normals: inverse transpose
     normals = mesh.vertex_normals()
     out = np.zeros((world.shape[0], mesh.vertex_count, 3))
     for k in range(mesh.influence_count):
         j = mesh.influence_joints[:, k]
-        local = np.einsum("vab,vb->va", ibm[j], normals)
+        local = np.einsum("vab,vb->va", ibm_inv_t[j], normals)
         local /= np.linalg.norm(local, axis=-1, keepdims=True)
         out += mesh.influence_weights[None, :, k, None] * np.einsum("nvab,vb->nva", world[:, j, :3, :3], local)
     return out / np.linalg.norm(out, axis=-1, keepdims=True)

@@ -132,7 +132,9 @@ class RigArrays:
         self.vertex_count, self.influence_count = mesh.vertex_count, mesh.influence_count
         ibm = rig.inverse_bind_matrices[mesh.influence_joints]  # (V, K, 4, 4)
         bind_pts = np.einsum("vkab,vb->vka", ibm[..., :3, :3], mesh.points) + ibm[..., :3, 3]
-        bind_nrm = np.einsum("vkab,vb->vka", ibm[..., :3, :3], mesh.vertex_normals())
+        # normals map by the inverse transpose of the bind transform's linear part (a non-uniform scale in an
+        # inverse bind matrix would tilt them off the surface otherwise); the joint transforms are rigid
+        bind_nrm = np.einsum("vkba,vb->vka", np.linalg.inv(ibm[..., :3, :3]), mesh.vertex_normals())
         bind_nrm /= np.maximum(np.linalg.norm(bind_nrm, axis=-1, keepdims=True), 1e-30)
         d = self.device
         self.joints = wp.array(mesh.influence_joints, dtype=wp.int32, device=d)
@@ -217,7 +219,8 @@ def skin(
         points_out, normals_out: optional outputs, shape (N, V), vec3.
 
     Returns:
-        Skinned points [m] and unit normals, each shape (N, V), vec3.
+        Skinned points [m] and unit normals, each shape (N, V), vec3. A vertex whose blended normal cancels
+        (influences rotated half a turn apart with equal weights) gets a zero normal.
     """
     _require_arrays(arrays)
     if arrays.mesh is None:

@@ -114,8 +114,9 @@ class Motion:
         return bool(np.all(np.abs(k - np.round(k)) < tolerance) and np.all(np.diff(np.round(k)) == 1))
 
     def sample(self, times) -> Motion:
-        """Linear (translations) / slerp (rotations) resampling at ``times`` [s], clamped at the ends."""
-        times = np.asarray(times, dtype=np.float64)
+        """Linear (translations) / slerp (rotations) resampling at ``times`` [s] (a scalar or shape (T,)),
+        clamped at the ends; a scalar gives a one-frame motion."""
+        times = np.atleast_1d(np.asarray(times, dtype=np.float64))
         idx = np.clip(np.searchsorted(self.times, times, side="right") - 1, 0, self.frame_count - 1)
         nxt = np.minimum(idx + 1, self.frame_count - 1)
         span = np.where(nxt > idx, self.times[nxt] - self.times[idx], 1.0)

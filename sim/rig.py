@@ -306,15 +306,15 @@ class Rig:
 def _check_tree(parents: np.ndarray, names: tuple[str, ...]) -> None:
     """Single root, every parent listed before its child (so the root is joint 0 and there is no cycle)."""
     count = len(parents)
-    roots = np.flatnonzero(parents < 0)
+    if (parents < -1).any() or (parents >= count).any():
+        bad = int(np.argwhere((parents < -1) | (parents >= count))[0, 0])
+        raise RigError(f"parents[{bad}] = {parents[bad]} is out of range for {count} joints (-1 marks the root)")
+    roots = np.flatnonzero(parents == -1)
     if len(roots) == 0:
         raise RigError("parents: no root joint (every joint has a parent, so the hierarchy has a cycle)")
     if len(roots) > 1:
         listed = ", ".join(repr(names[r]) for r in roots[:5])
         raise RigError(f"parents: several root joints ({listed}); a rig needs exactly one")
-    if (parents < -1).any() or (parents >= count).any():
-        bad = int(np.argwhere((parents < -1) | (parents >= count))[0, 0])
-        raise RigError(f"parents[{bad}] = {parents[bad]} is out of range for {count} joints")
     for j in range(count):
         p = parents[j]
         if p == j:

@@ -165,12 +165,25 @@ def quat_to_axis_angle(q) -> np.ndarray:
 
 
 def rot6d_to_matrix(d6) -> np.ndarray:
-    """Rotation matrices from 6D vectors by Gram-Schmidt, shape ``(..., 6)`` -> ``(..., 3, 3)``."""
+    """Rotation matrices from 6D vectors by Gram-Schmidt, shape ``(..., 6)`` -> ``(..., 3, 3)``.
+
+    Raises:
+        ValueError: a 6D vector whose first half is zero or whose halves are parallel (no rotation), or a
+            non-finite one.
+    """
     d6 = _f64(d6)
     a, b = d6[..., :3], d6[..., 3:]
-    c0 = a / np.linalg.norm(a, axis=-1, keepdims=True)
-    b = b - np.sum(c0 * b, axis=-1, keepdims=True) * c0
-    c1 = b / np.linalg.norm(b, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):  # bad vectors are refused just below
+        na = np.linalg.norm(a, axis=-1, keepdims=True)
+        c0 = a / np.where(na > 0, na, 1.0)
+        b = b - np.sum(c0 * b, axis=-1, keepdims=True) * c0
+        nb = np.linalg.norm(b, axis=-1, keepdims=True)
+    bad = ~(np.isfinite(na) & np.isfinite(nb) & (na > 1e-12) & (nb > 1e-12 * np.maximum(na, 1.0)))
+    if bad.any():
+        at = tuple(int(i) for i in np.argwhere(bad[..., 0])[0])
+        raise ValueError(f"6D rotation{list(at) if at else ''} {d6[at].tolist()}: its two 3-vectors must be finite,"
+                         " non-zero and not parallel")  # fmt: skip
+    c1 = b / nb
     c2 = np.cross(c0, c1)
     return np.stack([c0, c1, c2], axis=-1)
 
@@ -240,7 +253,8 @@ def transform_matrix(translation, quat, scale=None) -> np.ndarray:
         scale: optional, shape ``(..., 3)`` or broadcastable.
     """
     translation, quat = _f64(translation), _f64(quat)
-    shape = np.broadcast_shapes(translation.shape[:-1], quat.shape[:-1])
+    shapes = [translation.shape[:-1], quat.shape[:-1]] + ([] if scale is None else [np.shape(scale)[:-1]])
+    shape = np.broadcast_shapes(*shapes)
     m = np.zeros((*shape, 4, 4))
     r = quat_to_matrix(quat)
     if scale is not None:

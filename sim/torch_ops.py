@@ -4,7 +4,8 @@ Importing this module imports torch. Typical use::
 
     trig = TorchRig(rig)                              # uploads the rig once per device / precision
     root = torch.zeros(F, 3, requires_grad=True)
-    rot6d = quat_to_rot6d(torch.as_tensor(rig.rest_rotations)).expand(F, -1, -1).clone().requires_grad_()
+    rest = torch.as_tensor(rig.rest_rotations, dtype=torch.float32)   # TorchRig's default precision
+    rot6d = quat_to_rot6d(rest).expand(F, -1, -1).clone().requires_grad_()
     world = trig.forward_kinematics(root, rot6d_to_quat(rot6d))     # (F, J, 7): position, quat xyzw
     points, normals = trig.skin(world)                               # (F, V, 3) each
     loss(points).backward()
@@ -162,11 +163,13 @@ class _ForwardKinematics(torch.autograd.Function):
         with tape:
             world = forward_kinematics(arrays, lt, lq)
         ctx.saved = (tape, lt, lq, world)
+        ctx.save_for_backward(local_t, local_q)  # torch's in-place check: lt, lq are views of these tensors
         return _torch(world)
 
     @staticmethod
     def backward(ctx, grad_world: torch.Tensor):
         refuse_double_backward("forward kinematics")
+        ctx.saved_tensors  # noqa: B018 -- raises if an input was modified in place since forward
         tape, lt, lq, world = ctx.saved
         tape.backward(grads={world: _wp(grad_world, world.dtype)})
         grads = _torch(lt.grad), _torch(lq.grad)
@@ -182,11 +185,13 @@ class _Skin(torch.autograd.Function):
         with tape:
             points, normals = skin(arrays, world)
         ctx.saved = (tape, world, points, normals)
+        ctx.save_for_backward(world_t)  # torch's in-place check: the tape replays from a view of world_t
         return _torch(points), _torch(normals)
 
     @staticmethod
     def backward(ctx, grad_points: torch.Tensor | None, grad_normals: torch.Tensor | None):
         refuse_double_backward("skinning")
+        ctx.saved_tensors  # noqa: B018 -- raises if world was modified in place since forward
         tape, world, points, normals = ctx.saved
         grads = {}
         if grad_points is not None:
@@ -278,7 +283,8 @@ class TorchRig:
 
         Args:
             root_translation: root position in skeleton space [m], shape (..., 3).
-            rotations: local joint rotations [quat xyzw, normalized here], shape (..., J, 4).
+            rotations: local joint rotations [quat xyzw, normalized here], shape (..., J, 4). A zero quaternion
+                is not refused (that would synchronise on the values): it stays zero and collapses its subtree.
             translations: optional local translations of the non-root joints [m], shape (..., J, 3)
                 (the root column is ignored); rest translations when None.
 
@@ -299,6 +305,8 @@ class TorchRig:
             rest = self.rest_translations[1:].expand(*batch, J - 1, 3)
         else:
             self._check("translations", translations, (J, 3))
+            if translations.shape[:-2] != batch:
+                raise ValueError(f"translations: batch shape {tuple(translations.shape[:-2])} != {tuple(batch)}")
             rest = translations[..., 1:, :]
         local_t = torch.cat([root_translation[..., None, :], rest], dim=-2).reshape(-1, J, 3)
         local_q = quat_normalize(rotations).reshape(-1, J, 4)

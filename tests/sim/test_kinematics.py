@@ -44,6 +44,26 @@ def test_bind_pose_reproduces_mesh(rng):
     np.testing.assert_allclose(normals[0], rig.meshes[0].vertex_normals(), atol=FWD_TOL_F64)
 
 
+def test_normals_follow_a_non_uniform_bind_scale(rng):
+    """Inverse bind matrices with a non-uniform scale (Rig accepts any non-singular one) deform the mesh linearly;
+    the skinned normals are then the normals of the skinned surface (inverse transpose), not the scaled bind
+    normals, which tilted off it (dot with a triangle edge 2.5 before)."""
+    from sim.rig import _vertex_normals
+
+    r = make_rig(rng, vertex_count=16, influences=1)
+    ibm = np.diag([1.0, 1.0, 3.0, 1.0]) @ np.diag([0.5, 2.0, 1.0, 1.0]) @ r.inverse_bind_matrices
+    m = r.meshes[0]
+    one = sim.SkinnedMesh("m", m.points, m.triangles, np.zeros_like(m.influence_joints) + 4,
+                          np.ones_like(m.influence_weights), joint_count=r.joint_count)  # fmt: skip
+    rig = sim.Rig(r.joint_names, r.parents, r.rest_translations, r.rest_rotations, ibm, [one])
+    motion = random_motion(rng, rig, frames=3)
+    points, normals = sim.skin_motion(rig, motion)
+    for f in range(len(points)):
+        np.testing.assert_allclose(normals[f], _vertex_normals(points[f], one.triangles), atol=1e-9)
+    ref = lbs_normals_reference(rig, one, fk_reference(rig.parents, motion.local_translations(rig), motion.rotations))
+    np.testing.assert_allclose(normals, ref, atol=1e-9)
+
+
 def _loss_and_tape(arrays, lt_np, lq_np, cp, cn):
     lt = wp.array(lt_np, dtype=wp.vec3d, requires_grad=True)
     lq = wp.array(lq_np, dtype=wp.quatd, requires_grad=True)
@@ -185,3 +205,50 @@ def test_torch_rig_accepts_cpu_index(rng):
     rot = torch.tensor(rig.rest_rotations, dtype=torch.float32, device="cpu:0")[None]
     points, _ = trig.skin(trig.forward_kinematics(root, rot))
     assert points.device.type == "cpu" and torch.isfinite(points).all()
+
+
+def test_torch_ops_docstring_example_runs(rng):
+    """The module docstring's example runs as written (it mixed a float64 rotation with the float32 default)."""
+    import re
+
+    from sim import torch_ops
+
+    code = re.search(r"Typical use::\n\n(.*?)\n\n", torch_ops.__doc__, re.S).group(1)
+    code = "\n".join(line[4:] for line in code.splitlines())
+    env = {"torch": torch, "rig": make_rig(rng), "F": 3, "loss": lambda p: (p**2).sum(), **vars(torch_ops)}
+    exec(code, env)
+    assert env["rot6d"].grad is not None and torch.isfinite(env["rot6d"].grad).all()
+
+
+def test_torch_ops_detect_inputs_modified_in_place(rng):
+    """Editing a tensor the Warp adjoint replays from, between forward and backward, raises as torch's own ops do
+    (the gradient was computed from the edited values silently)."""
+    from sim.torch_ops import TorchRig
+
+    rig = make_rig(rng, vertex_count=10)
+    trig = TorchRig(rig, dtype=torch.float64)
+    root = torch.tensor(rng.normal(size=(2, 3)), requires_grad=True)
+    quats = torch.tensor(rng.normal(size=(2, rig.joint_count, 4)), requires_grad=True)
+    world = trig.forward_kinematics(root, quats).detach().requires_grad_()
+    w = world * 1.0
+    points, _ = trig.skin(w)
+    with torch.no_grad():
+        w[..., :3] += 1.0
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        points.sum().backward()
+    points, _ = trig.skin(world * 1.0)  # unedited: fine
+    points.sum().backward()
+    assert torch.isfinite(world.grad).all()
+
+
+def test_torch_forward_kinematics_checks_the_translations_batch(rng):
+    from sim.torch_ops import TorchRig
+
+    rig = make_rig(rng)
+    trig = TorchRig(rig, dtype=torch.float64)
+    root = torch.zeros(2, 3, dtype=torch.float64)
+    rot = torch.tensor(np.broadcast_to(rig.rest_rotations, (2, rig.joint_count, 4)).copy())
+    trans = torch.tensor(rig.rest_translations)
+    with pytest.raises(ValueError, match=r"translations: batch shape \(\) != \(2,\)"):
+        trig.forward_kinematics(root, rot, trans)
+    assert trig.forward_kinematics(root, rot, trans.expand(2, -1, -1)).shape == (2, rig.joint_count, 7)

@@ -42,6 +42,8 @@ def test_rest_world_and_bind():
         ([-1, 1, 0], "its own parent"),
         ([1, -1, 1], "listed before its parent"),
         ([-1, 0, 7], "out of range"),
+        ([-1, -2, 0], r"parents\[1\] = -2 is out of range"),  # counted as a second root before
+        ([-5, 0, 0], r"parents\[0\] = -5 is out of range"),
     ],
 )
 def test_bad_trees_are_rejected(parents, message):
@@ -114,6 +116,9 @@ def test_motion_validation_and_sampling():
     assert m.is_uniform() and m.duration == pytest.approx(0.3)
     half = m.sample([0.05])
     np.testing.assert_allclose(half.root_translations, [[1.5, 2.5, 3.5]])
+    one = m.sample(0.05)  # a scalar time: a one-frame motion (an IndexError before)
+    assert one.frame_count == 1
+    np.testing.assert_allclose(one.root_translations, [[1.5, 2.5, 3.5]])
     np.testing.assert_allclose(m.resample(20).root_translations[1], [1.5, 2.5, 3.5])
     with pytest.raises(RigError, match="has 2 joints but rig"):
         Motion(10, np.zeros((1, 3)), quat_identity((1, 2))).check_rig(rig)

@@ -97,3 +97,26 @@ def test_slerp_endpoints_midpoint_and_shortest_arc():
 def test_normalize_rejects_zero():
     with pytest.raises(ValueError, match="zero or non-finite"):
         R.quat_normalize([0.0, 0.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize(
+    "d6",
+    [[0, 0, 0, 0, 1, 0], [1, 0, 0, 2, 0, 0], [1, 0, 0, 0, 0, 0], [np.nan, 0, 0, 0, 1, 0], [np.inf, 0, 0, 0, 1, 0]],
+)
+def test_rot6d_without_a_rotation_is_refused(d6):
+    """A zero first half, parallel halves or a non-finite entry name the 6D input (NaN matrices before, or a
+    quaternion-norm error that named the wrong thing)."""
+    batch = np.stack([[1.0, 0, 0, 0, 1, 0], d6])
+    with pytest.raises(ValueError, match=r"6D rotation\[1\] .* must be finite, non-zero and not parallel"):
+        R.rot6d_to_matrix(batch)
+    with pytest.raises(ValueError, match="6D rotation"):
+        R.rot6d_to_quat(batch)
+
+
+def test_transform_matrix_broadcasts_a_batched_scale(rng):
+    q = random_quats(rng, 1)[0]
+    scale = np.array([[1.0, 2.0, 3.0], [0.5, 0.5, 0.5]])
+    m = R.transform_matrix(np.zeros(3), q, scale)  # one rotation, two scales (a broadcast error before)
+    assert m.shape == (2, 4, 4)
+    for k in range(2):
+        np.testing.assert_allclose(m[k, :3, :3], R.quat_to_matrix(q) @ np.diag(scale[k]), atol=TOL)
