@@ -82,6 +82,7 @@ class GaussianDiffusion:
         if t is None:
             t = torch.rand(B, device=x0.device)
         m = cond.mask[..., None].to(x0.dtype)
+        x0 = torch.where(cond.mask[..., None], x0, 0.0)  # whatever padded slots hold (NaN x 0 is NaN)
         eps = torch.randn_like(x0) * m
         ab = self.alpha_bar(t)[:, None, None]
         x_t = ab.sqrt() * x0 + (1 - ab).sqrt() * eps
@@ -134,7 +135,7 @@ class GaussianDiffusion:
             The state at ``times[-1]``; the clean pose when ``times[-1] == 0``.
         """
         m = cond.mask[..., None].to(x.dtype)
-        x = x * m
+        x = torch.where(cond.mask[..., None], x, 0.0)  # whatever padded slots hold (NaN x 0 is NaN)
         for t, s in itertools.pairwise(times):
             x0, eps = self.predict(model, x, t, cond)
             if x0_fn is not None and s < t:

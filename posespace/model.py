@@ -142,6 +142,10 @@ class PoseDenoiser(nn.Module):
         """
         cfg = self.config
         cond = self.time_mlp(timestep_embedding(t, cfg.width).to(x_t.dtype))
+        keep = mask[..., None]
+        # padded slots are zeroed, not only masked out of attention: a NaN there (0 x NaN = NaN) would reach every
+        # real joint through the attention's weighted sum
+        x_t, features = torch.where(keep, x_t, 0.0), torch.where(keep, features, 0.0)
         h = self.pose_in(x_t) + self.feature_in(features)
         J = mask.shape[1]
         onehot = F.one_hot(distances.clamp(0, cfg.max_distance), cfg.max_distance + 1).to(h.dtype)
@@ -154,4 +158,4 @@ class PoseDenoiser(nn.Module):
             h = block(h, cond, bias[:, i * cfg.heads : (i + 1) * cfg.heads])
         shift, scale = self.out_modulation(F.silu(cond))[:, None].chunk(2, dim=-1)
         out = self.out(self.out_norm(h) * (1 + scale) + shift)
-        return out * mask[..., None]
+        return torch.where(keep, out, 0.0)

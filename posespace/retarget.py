@@ -118,8 +118,10 @@ class HumanoidMap:
 
 
 def _base_name(name: str) -> str:
-    """Joint name without side markers, digits and separators, lower case (``LeftForeArm`` -> ``forearm``)."""
-    s = re.sub(r"[_.]?\d+$", "", name)
+    """Joint name without namespace, side markers, digits and separators, lower case (``LeftForeArm`` ->
+    ``forearm``, ``mixamorig:LeftLeg`` -> ``leg``)."""
+    s = re.split(r"[:|/]", name)[-1]  # FBX / Maya namespaces and DAG paths
+    s = re.sub(r"[_.]?\d+$", "", s)
     s = _SIDE_TOKENS.sub("", s)
     s = re.sub(r"^[LlRr](?=[A-Z_.])", "", s)
     s = re.sub(r"[_.][LlRr]$", "", s)

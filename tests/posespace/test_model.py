@@ -68,6 +68,37 @@ def test_padding_does_not_change_outputs(make_stick, rng):
             assert together[i, n:].abs().sum() == 0  # padding outputs are zero
 
 
+def test_non_finite_padding_does_not_reach_real_joints(make_stick, rng):
+    """Padded slots holding NaN / inf (a batch built by hand, not by collate_poses) leave the real joints' outputs,
+    the DDIM result and the training loss as with zero padding (attention weights of 0 times NaN were NaN)."""
+    rigs = _two_rig_batch(make_stick, rng)
+    model = _randomized(PoseDenoiser(TINY))
+    poses = [rigs[i].rest_pose(1)[0] + rng.normal(scale=0.1, size=(rigs[i].joint_count, 6)) for i in (1, 2)]
+    batch = collate_poses(rigs, np.array([1, 2]), poses, 0.3)
+    pad = ~batch.mask
+    assert pad.any()
+    x, f = batch.x.double(), batch.features.double()
+    junk_x, junk_f = x.clone(), f.clone()
+    junk_x[pad] = float("nan")
+    junk_f[pad] = float("inf")
+    t = torch.tensor([0.4, 0.7], dtype=torch.float64)
+    d = GaussianDiffusion()
+    cond = Conditioning(f, batch.distances, batch.mask)
+    junk_cond = Conditioning(junk_f, batch.distances, batch.mask)
+    with torch.no_grad():
+        torch.testing.assert_close(model(junk_x, t, junk_f, batch.distances, batch.mask),
+                                   model(x, t, f, batch.distances, batch.mask), atol=OUT_TOL, rtol=0)  # fmt: skip
+        torch.testing.assert_close(d.ddim(model, junk_x, junk_cond, d.schedule(4)),
+                                   d.ddim(model, x, cond, d.schedule(4)), atol=OUT_TOL, rtol=0)  # fmt: skip
+        t_train = torch.tensor([0.5, 0.5], dtype=torch.float64)
+        torch.manual_seed(0)
+        loss_junk = d.training_terms(model, junk_x, junk_cond, t_train)[0]
+        torch.manual_seed(0)
+        loss = d.training_terms(model, x, cond, t_train)[0]
+    assert torch.isfinite(loss_junk).all()
+    torch.testing.assert_close(loss_junk, loss, atol=OUT_TOL, rtol=0)
+
+
 def test_model_is_equivariant_to_joint_order(make_stick, rng):
     """No positional encoding: permuting the joints permutes the output (topology enters only through the bias)."""
     pr = PoseRig(make_stick())

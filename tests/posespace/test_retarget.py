@@ -75,6 +75,17 @@ def test_cmu_correspondence_by_names_and_by_shape(cmu):
     assert {k: v for k, v in m.roles.items()} == {k: v for k, v in humanoid_map(rig).roles.items()}
 
 
+@pytest.mark.parametrize("prefix", ["mixamorig:", "Armature|", "ns:sub:"])
+def test_namespaced_joint_names_keep_their_roles(prefix):
+    """FBX / Maya namespaces (``mixamorig:LeftLeg``) are not part of the name the role rules read: the Mixamo
+    shin ``LeftLeg`` read as ``mixamorigleg`` and missed the ``^leg$`` rule."""
+    from posespace.retarget import _SHIN_TOKENS, _base_name
+
+    assert _base_name(prefix + "LeftLeg") == "leg" and _SHIN_TOKENS.search(_base_name(prefix + "LeftLeg"))
+    assert _base_name(prefix + "RightForeArm") == "forearm"
+    assert _base_name(prefix + "LeftUpLeg") == "upleg" and not _SHIN_TOKENS.search(_base_name(prefix + "LeftUpLeg"))
+
+
 def test_stick_correspondence(make_stick):
     rig = make_stick()
     m = humanoid_map(rig)
