@@ -1,4 +1,5 @@
-"""Cameras that follow a character: a smoothed path of its body centre as the look-at point, several azimuths.
+"""Cameras that follow a character: a smoothed path of its body centre, followed horizontally (the look-at point's
+height is fixed above the bind pose's lowest point), seen from several azimuths.
 
 All functions are torch and differentiable w.r.t. the followed path, so the root translation gets gradients both
 from where the character lands in the image and from how the ground moves under it.
@@ -19,6 +20,8 @@ import math
 from dataclasses import dataclass
 
 import torch
+
+from ._checks import is_finite_number
 
 __all__ = ["CameraConfig", "Cameras", "follow_cameras", "smooth_path"]
 
@@ -45,30 +48,29 @@ class CameraConfig:
     """Height of the look-at point above the bind pose's lowest point [body heights] (0.5: the bounding-box centre)."""
 
     def __post_init__(self):
-        az = tuple(self.azimuths_deg)
-        if not az or not all(_is_number(a) and math.isfinite(a) for a in az):
+        try:
+            if isinstance(self.azimuths_deg, (str, bytes)):
+                raise TypeError
+            az = tuple(self.azimuths_deg)
+        except TypeError:
+            raise ValueError(
+                f"CameraConfig.azimuths_deg: need a sequence of angles [deg] (e.g. (0.0,)), got {self.azimuths_deg!r}"
+            ) from None
+        if not az or not all(is_finite_number(a) for a in az):
             raise ValueError(f"CameraConfig.azimuths_deg: need one or more finite angles [deg], got {az}")
-        if not (_finite(self.distance) and self.distance > 0):
+        if not (is_finite_number(self.distance) and self.distance > 0):
             raise ValueError(f"CameraConfig.distance: must be a finite number > 0, got {self.distance!r}")
-        if not (_finite(self.fov_deg) and 0 < self.fov_deg < 180):
+        if not (is_finite_number(self.fov_deg) and 0 < self.fov_deg < 180):
             raise ValueError(f"CameraConfig.fov_deg: must be in (0, 180) [deg], got {self.fov_deg!r}")
-        if not (_finite(self.elevation_deg) and -90 < self.elevation_deg < 90):
+        if not (is_finite_number(self.elevation_deg) and -90 < self.elevation_deg < 90):
             raise ValueError(f"CameraConfig.elevation_deg: must be in (-90, 90) [deg], got {self.elevation_deg!r}")
-        if not (_finite(self.follow_smoothing_s) and self.follow_smoothing_s >= 0):
+        if not (is_finite_number(self.follow_smoothing_s) and self.follow_smoothing_s >= 0):
             raise ValueError(
                 f"CameraConfig.follow_smoothing_s: must be a finite number >= 0 [s], got {self.follow_smoothing_s!r}"
             )
         for name in ("orbit_deg_per_s", "look_at_height"):
-            if not _finite(getattr(self, name)):
+            if not is_finite_number(getattr(self, name)):
                 raise ValueError(f"CameraConfig.{name}: must be a finite number, got {getattr(self, name)!r}")
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _finite(value) -> bool:
-    return _is_number(value) and math.isfinite(value)
 
 
 @dataclass
@@ -159,6 +161,11 @@ def follow_cameras(
         ground_z: height [m] that ``config.look_at_height`` is measured from (the bind pose's lowest point).
         height, width: image size [px].
     """
+    f = follow_path.shape[0]
+    if follow_path.ndim != 2 or follow_path.shape[1] != 3:
+        raise ValueError(f"follow_path: expected shape (F, 3), got {tuple(follow_path.shape)}")
+    if tuple(times.shape) != (f,):
+        raise ValueError(f"times: expected shape ({f},) (one per frame of the followed path), got {tuple(times.shape)}")
     dev, dt = follow_path.device, follow_path.dtype
     target = smooth_path(follow_path, times, config.follow_smoothing_s)
     z = torch.full_like(target[:, 2], ground_z + config.look_at_height * body_height)

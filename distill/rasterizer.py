@@ -26,6 +26,7 @@ from sim._warp_setup import init_warp
 from sim.torch_ops import refuse_double_backward
 
 from . import _render_kernels as K
+from ._checks import is_finite_number, is_integer, is_number
 
 __all__ = ["MeshTopology", "RasterOutput", "RasterSettings", "facing_weights", "rasterize"]
 
@@ -68,7 +69,7 @@ class RasterSettings:
         positive = ("sigma", "gamma", "facing_ramp")
         for name in (*positive, "edge_offset"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)):
+            if not is_finite_number(value):
                 raise ValueError(f"RasterSettings.{name}: must be a finite number, got {value!r}")
             if name in positive and value <= 0:
                 raise ValueError(f"RasterSettings.{name}: must be > 0, got {value!r}")
@@ -76,11 +77,18 @@ class RasterSettings:
             raise ValueError(f"RasterSettings.gamma: must be >= MIN_GAMMA = {MIN_GAMMA} [normalized inverse depth], "
                              f"got {self.gamma!r}")  # fmt: skip
         c = self.coverage_cutoff
-        if not (isinstance(c, (int, float)) and 0.0 < c < 0.5):
+        if not (is_number(c) and 0.0 < c < 0.5):
             raise ValueError(f"RasterSettings.coverage_cutoff: must be in (0, 0.5), got {c!r}")
         t = self.tile_size
-        if isinstance(t, bool) or not isinstance(t, int) or t < 1:
+        if not is_integer(t) or t < 1:
             raise ValueError(f"RasterSettings.tile_size: must be an integer >= 1 [px], got {t!r}")
+        lo, hi = -self.logit_cutoff, K.X_MAX
+        if not lo < self.edge_offset < hi:
+            raise ValueError(
+                f"RasterSettings.edge_offset: must be in ({lo:.4g}, {hi:g}) [logit], got {self.edge_offset!r}: at or "
+                f"below -log(1 / coverage_cutoff - 1) no pixel reaches the cutoff; at or above the kernel's logit "
+                f"clamp X_MAX a triangle's inside reads less covered than its edge"
+            )
 
     @property
     def logit_cutoff(self) -> float:
@@ -224,8 +232,7 @@ class _Accumulate(torch.autograd.Function):
         adj = {o: wp.from_torch(g.contiguous(), dtype=o.dtype) for o, g in zip(outs, grads) if g is not None}
         tape.backward(grads=adj)
         result = tuple(wp.to_torch(a.grad).clone() for a in ins)
-        tape.zero()
-        ctx.saved = None
+        tape.zero()  # a second backward (retain_graph=True) replays the same tape from zeroed adjoints
         return (*result, None)
 
 

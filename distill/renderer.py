@@ -24,10 +24,15 @@ import torch
 
 from sim import Rig
 
+from ._checks import is_finite_number, is_integer
 from .camera import CameraConfig, Cameras, follow_cameras
 from .rasterizer import MeshTopology, RasterSettings, rasterize
 
 __all__ = ["RenderConfig", "RenderResult", "VideoRenderer", "body_dimensions", "body_frame"]
+
+
+_ALBEDO_MAX = {"position": 0.9, "uniform": 0.8}
+"""Brightest albedo of each colour scheme (see :func:`_position_albedo`)."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,7 @@ class RenderConfig:
     """'position' code: 0 maps each axis linearly to a channel; > 0 uses smooth sinusoids of this many cycles per
     body length along three oblique directions (small parts and limb twist become visible)."""
     ambient: float = 0.45
-    """Ambient light [unitless]."""
+    """Ambient light [unitless]; ``albedo x (ambient + diffuse)`` must stay <= 1 (checked)."""
     diffuse: float = 0.6
     """Key light strength [unitless]."""
     checker_size: float = 0.25
@@ -65,7 +70,7 @@ class RenderConfig:
     def __post_init__(self):
         for name in ("width", "height"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_integer(value) or value < 1:
                 raise ValueError(f"RenderConfig.{name}: must be an integer >= 1 [px], got {value!r}")
         if self.albedo not in ("position", "uniform"):
             raise ValueError(f"RenderConfig.albedo: expected 'position' or 'uniform', got {self.albedo!r}")
@@ -74,11 +79,17 @@ class RenderConfig:
             ("checker_sharpness", True), ("fog_distance", True),
         ):  # fmt: skip
             value = getattr(self, name)
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-            if not ok or (value <= 0 if positive else value < 0):
+            if not is_finite_number(value) or (value <= 0 if positive else value < 0):
                 raise ValueError(
                     f"RenderConfig.{name}: must be a finite number {'>' if positive else '>='} 0, got {value!r}"
                 )
+        brightest = _ALBEDO_MAX[self.albedo] * (self.ambient + self.diffuse)
+        if brightest > 1.0:
+            raise ValueError(
+                f"RenderConfig.ambient, diffuse: {self.ambient:g} + {self.diffuse:g} lights the brightest "
+                f"{self.albedo!r} albedo ({_ALBEDO_MAX[self.albedo]:g}) to {brightest:.3g}, above 1 (the video is RGB "
+                f"in [0, 1], mapped to the VAE's [-1, 1]); keep ambient + diffuse <= {1 / _ALBEDO_MAX[self.albedo]:.4g}"
+            )
         colors = (*self.ground_colors, *self.sky_color)
         if len(self.ground_colors) != 2 or len(self.sky_color) != 3 or not all(0.0 <= c <= 1.0 for c in colors):
             raise ValueError(
@@ -281,6 +292,8 @@ class VideoRenderer:
             raise ValueError(f"normals: expected shape {tuple(points.shape)}, got {tuple(normals.shape)}")
         if root_path.shape not in ((f, 3), (f, 7)):
             raise ValueError(f"root_path: expected shape ({f}, 7) or ({f}, 3), got {tuple(root_path.shape)}")
+        if tuple(times.shape) != (f,):
+            raise ValueError(f"times: expected shape ({f},) (one time per frame of points), got {tuple(times.shape)}")
         points, normals = points.float(), normals.float()
         cams = self.cameras(root_path.float(), times.float())
         screen, zc = cams.project(points)  # (B, F, V, 3), (B, F, V)

@@ -227,6 +227,9 @@ class Trajectory(torch.nn.Module):
         for j in range(self.body_root + 1, rig.joint_count):
             below[j] = below[rig.parents[j]]
         self.joints = np.flatnonzero(below)
+        integral = isinstance(key_count, (int, np.integer)) and not isinstance(key_count, (bool, np.bool_))
+        if key_count is not None and not integral:
+            raise ValueError(f"key_count: must be an integer number of spline keys (or None), got {key_count!r}")
         k = self.frame_count if key_count is None else min(int(key_count), self.frame_count)
         basis = catmull_rom_basis(self.frame_count, k)
         self.register_buffer("basis", torch.as_tensor(basis, dtype=torch.float32))

@@ -343,3 +343,41 @@ def test_gamma_below_its_float32_floor_is_rejected():
     with pytest.raises(ValueError, match=r"RasterSettings.gamma: must be > 0"):
         RasterSettings(gamma=0.0)
     assert RasterSettings(gamma=MIN_GAMMA).gamma == MIN_GAMMA
+
+
+def test_edge_offset_outside_its_working_range_is_refused_naming_the_field():
+    """Below -logit_cutoff the reach was the square root of a negative number (a bare 'math domain error' at the
+    first render); at or above the kernel's logit clamp (30) a triangle's inside read less covered than its edge."""
+    cutoff = RasterSettings().logit_cutoff
+    for bad in (-cutoff - 1.0, 30.0, 45.0):
+        with pytest.raises(ValueError, match=r"RasterSettings\.edge_offset: must be in"):
+            RasterSettings(edge_offset=bad)
+    assert RasterSettings(edge_offset=-cutoff + 0.5).reach > 0
+
+
+def test_numpy_scalars_are_accepted_as_settings():
+    """A value read from a NumPy array (np.float32 sigma, np.int64 tile size) was refused as 'not a number'."""
+    s = RasterSettings(sigma=np.float32(0.7), gamma=np.float64(0.05), tile_size=np.int64(4))
+    v, c, topo = _scene()
+    a = rasterize(v.float(), c.float(), topo, H, W, s)
+    b = rasterize(v.float(), c.float(), topo, H, W, SETTINGS)
+    torch.testing.assert_close(a.rgb, b.rgb)
+    with pytest.raises(ValueError, match=r"RasterSettings\.tile_size"):
+        RasterSettings(tile_size=np.float64(4.0))
+    with pytest.raises(ValueError, match=r"RasterSettings\.sigma"):
+        RasterSettings(sigma=np.bool_(True))
+
+
+def test_second_backward_with_retained_graph_gives_the_same_gradient():
+    """backward(retain_graph=True) then backward() failed with 'cannot unpack non-iterable NoneType': the op
+    dropped its tape after the first call."""
+    v, c, topo = _scene()
+    v = v.float().requires_grad_(True)
+    out = rasterize(v, c.float(), topo, H, W, SETTINGS)
+    grads = _upstream(torch.float32)
+    loss = _weighted_sum(out, grads)
+    loss.backward(retain_graph=True)
+    first = v.grad.clone()
+    assert first.abs().max() > 0
+    loss.backward()
+    torch.testing.assert_close(v.grad, 2.0 * first)

@@ -241,3 +241,63 @@ def test_a_camera_below_the_ground_is_refused_with_the_lowest_elevation_that_wor
     assert float(cams.eye[..., 2].min()) > renderer.ground_z
     bottom = renderer.ground(cams)[0, 0, -8:].reshape(-1, 3)
     assert len(torch.unique(bottom, dim=0)) > 10
+
+
+def test_times_of_the_wrong_shape_are_refused(make_chain, make_motion):
+    """times of shape (1,) for 3 frames rendered silently with one orbit azimuth for every frame (without smoothing)
+    or failed inside the smoothing's matrix product."""
+    rig = make_chain()
+    motion = make_motion(rig, frames=3)
+    for smoothing in (0.0, 0.5):
+        cam = CameraConfig(follow_smoothing_s=smoothing, orbit_deg_per_s=30.0)
+        renderer = VideoRenderer(rig, RenderConfig(width=16, height=16, camera=cam))
+        traj, trig = Trajectory(rig, motion), TorchRig(rig)
+        with torch.no_grad():
+            world = traj.world(trig)
+            points, normals = trig.skin(world)
+            root = world[:, 0, :3]
+            renderer.render(points, normals, root, traj.times)  # the right shape renders
+            with pytest.raises(ValueError, match=r"times: expected shape \(3,\)"):
+                renderer.render(points, normals, root, traj.times[:1])
+            with pytest.raises(ValueError, match=r"times: expected shape \(3,\)"):
+                follow_cameras(root, traj.times[:, None], cam, 1.0, 1.0, 0.0, 16, 16)
+
+
+def test_lighting_that_would_push_the_video_above_one_is_refused():
+    """ambient 0.8 + diffuse 0.6 lit the uniform 0.8 albedo to 1.12: the VAE's input left [-1, 1]."""
+    with pytest.raises(ValueError, match=r"RenderConfig\.ambient, diffuse: 0\.8 \+ 0\.6 .* to 1\.12"):
+        RenderConfig(ambient=0.8, diffuse=0.6)
+    with pytest.raises(ValueError, match=r"'position' albedo \(0\.9\)"):
+        RenderConfig(albedo="position", ambient=0.5, diffuse=0.65)
+    RenderConfig(ambient=0.65, diffuse=0.6)  # 0.8 x 1.25 = 1: at the bound
+    RenderConfig(albedo="position")  # the defaults light it to 0.945
+
+
+def test_brightest_lit_vertex_stays_at_most_one(make_chain, make_motion):
+    """At the brightness bound, a head-on lit vertex renders at most 1 (the bound is the real maximum)."""
+    rig = make_chain()
+    motion = make_motion(rig, frames=2)
+    renderer = VideoRenderer(rig, RenderConfig(width=24, height=24, ambient=0.65, diffuse=0.6))
+    traj, trig = Trajectory(rig, motion), TorchRig(rig)
+    with torch.no_grad():
+        world = traj.world(trig)
+        points, normals = trig.skin(world)
+        cams = renderer.cameras(world[:, 0, :3], traj.times)
+        colors = renderer.shade(normals, cams)
+        out = renderer.render(points, normals, world[:, 0, :3], traj.times)
+    assert float(colors.max()) <= 1.0 + 1e-6 and float(colors.max()) > 0.8
+    assert float(out.video.max()) <= 1.0 + 1e-6
+
+
+def test_camera_settings_name_the_field_and_take_numpy_scalars():
+    """A scalar azimuth raised "'float' object is not iterable"; np.float32(40) was refused as not a number."""
+    for bad in (30.0, None, "0"):
+        with pytest.raises(ValueError, match=r"CameraConfig\.azimuths_deg: need a sequence"):
+            CameraConfig(azimuths_deg=bad)
+    cfg = CameraConfig(azimuths_deg=(np.float32(10.0),), fov_deg=np.float32(40.0), distance=np.float64(1.5))
+    path = torch.zeros(2, 3)
+    cams = follow_cameras(path, torch.tensor([0.0, 0.1]), cfg, 1.0, 1.0, 0.0, 16, 16)
+    ref = follow_cameras(path, torch.tensor([0.0, 0.1]), CameraConfig((10.0,), fov_deg=40.0, distance=1.5), 1.0, 1.0,
+                         0.0, 16, 16)  # fmt: skip
+    torch.testing.assert_close(cams.eye, ref.eye)
+    RenderConfig(width=np.int64(16), height=np.int64(16))

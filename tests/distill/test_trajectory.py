@@ -48,6 +48,16 @@ def test_keyframe_trajectory_is_smooth_and_differentiable(make_chain, make_motio
     assert traj.rotations_6d.grad.abs().max() > 0 and traj.translation.grad.abs().max() > 0
 
 
+def test_non_integer_key_count_is_refused(make_chain, make_motion):
+    """key_count=2.7 was truncated to 2 keys without a word."""
+    rig = make_chain()
+    motion = make_motion(rig, 13)
+    for bad in (2.7, True, "5"):
+        with pytest.raises(ValueError, match="key_count: must be an integer"):
+            Trajectory(rig, motion, key_count=bad)
+    assert Trajectory(rig, motion, key_count=np.int64(5)).rotations_6d.shape[0] == 5
+
+
 def _container_rig(make_chain):
     """The chain with two static joints above it (glTF style: _rootJoint -> b_Root -> chain)."""
     base = make_chain()
