@@ -9,7 +9,14 @@ from __future__ import annotations
 import warp as wp
 
 DISTANCE_EPS = wp.constant(wp.float64(1.0e-18))
-"""Added (squared) inside the segment distance's square root so its gradient stays finite at zero distance."""
+"""Squared segment distance [m^2] below which the closest points count as coincident: the distance is then measured
+along a fixed normal of the segments (:func:`contact_normal`), so its gradient is a unit vector instead of the
+``delta / |delta|`` that is undefined (and was 0 with a regularized square root) where two capsules' axes meet:
+the deepest overlap a pose can have got no gradient to undo it."""
+
+PARALLEL_EPS = wp.constant(wp.float64(1.0e-12))
+"""Relative threshold on ``|d1 x d2|^2 / (|d1|^2 |d2|^2)`` (sin^2 of the angle) below which two segments are
+treated as parallel. An absolute threshold [m^4] treated every pair of sub-millimetre segments as parallel."""
 
 
 @wp.func
@@ -37,7 +44,7 @@ def segment_closest_params(p0: wp.vec3d, p1: wp.vec3d, q0: wp.vec3d, q1: wp.vec3
         return wp.vec2d(s, zero)
     b = wp.dot(d1, d2)
     denom = a * e - b * b
-    if denom > eps:
+    if denom > PARALLEL_EPS * a * e:
         s = wp.clamp((b * f - c * e) / denom, zero, one)
     t = (b * s + f) / e
     if t < zero:
@@ -47,6 +54,25 @@ def segment_closest_params(p0: wp.vec3d, p1: wp.vec3d, q0: wp.vec3d, q1: wp.vec3
         t = one
         s = wp.clamp((b - c) / a, zero, one)
     return wp.vec2d(s, t)
+
+
+@wp.func
+def contact_normal(p0: wp.vec3d, p1: wp.vec3d, q0: wp.vec3d, q1: wp.vec3d) -> wp.vec3d:
+    """A unit vector normal to both segments (to the first one when they are parallel; +Z for two points)."""
+    d1 = p1 - p0
+    d2 = q1 - q0
+    n = wp.cross(d1, d2)
+    if wp.dot(n, n) <= PARALLEL_EPS * wp.dot(d1, d1) * wp.dot(d2, d2) or wp.dot(n, n) == wp.float64(0.0):
+        d = d1
+        if wp.dot(d, d) == wp.float64(0.0):
+            d = d2
+        if wp.dot(d, d) == wp.float64(0.0):
+            return wp.vec3d(wp.float64(0.0), wp.float64(0.0), wp.float64(1.0))
+        axis = wp.vec3d(wp.float64(1.0), wp.float64(0.0), wp.float64(0.0))
+        if wp.abs(d[0]) > wp.abs(d[1]):
+            axis = wp.vec3d(wp.float64(0.0), wp.float64(1.0), wp.float64(0.0))
+        n = wp.cross(d, axis)
+    return n / wp.sqrt(wp.dot(n, n))
 
 
 @wp.kernel
@@ -87,7 +113,12 @@ def capsule_penetration_kernel(
     cp = p0 + (p1 - p0) * st[0]
     cq = q0 + (q1 - q0) * st[1]
     delta = cp - cq
-    dist = wp.sqrt(wp.dot(delta, delta) + DISTANCE_EPS)
+    dd = wp.dot(delta, delta)
+    dist = wp.float64(0.0)
+    if dd > DISTANCE_EPS:
+        dist = wp.sqrt(dd)
+    else:  # coincident closest points: the distance along a fixed normal (value within 1e-9 m, gradient a unit vector)
+        dist = wp.dot(delta, contact_normal(p0, p1, q0, q1))
     pen = radii[i] + radii[j] - dist
     if pen > wp.float64(0.0) or wp.isnan(pen):  # NaN input: a NaN penalty, not 0
         depth_out[f, k] = pen

@@ -42,7 +42,7 @@ def segment_distance_reference(p0, p1, q0, q1) -> float:
     # interior stationary point: [a -b; -b e] [s t]^T = [-c f]^T
     m = np.array([[d1 @ d1, -(d1 @ d2)], [-(d1 @ d2), d2 @ d2]])
     rhs = np.array([-(d1 @ (p0 - q0)), d2 @ (p0 - q0)])
-    if abs(np.linalg.det(m)) > 1e-14:
+    if abs(np.linalg.det(m)) > 1e-12 * m[0, 0] * m[1, 1]:  # relative: short segments are not parallel
         s, t = np.linalg.solve(m, rhs)
         if 0.0 <= s <= 1.0 and 0.0 <= t <= 1.0:
             cands.append((float(s), float(t)))

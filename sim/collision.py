@@ -70,6 +70,14 @@ def _check_pair_indices(pairs: np.ndarray, capsule_count: int) -> None:
         raise ValueError(f"pairs: pair {k} pairs capsule {int(pairs[k, 0])} with itself")
 
 
+def _check_radii(radii: np.ndarray) -> None:
+    """ValueError naming the first negative capsule radius (a negative radius shrinks its pairs' overlap: they read
+    as apart while the capsules interpenetrate)."""
+    bad = np.flatnonzero(radii < 0)
+    if len(bad):
+        raise ValueError(f"radii: must be >= 0 [m], capsule {int(bad[0])} has {float(radii[bad[0]])!r}")
+
+
 def ground_penetration_penalty(
     points: wp.array,
     ground_height: float = 0.0,
@@ -82,7 +90,8 @@ def ground_penetration_penalty(
         points: world points [m], shape (F, V), dtype vec3d (Z up).
         ground_height: ground plane height [m].
         depth_out: optional output (F, V) float64, zeroed here.
-        penalty_out: optional output (F,) float64, zeroed here.
+        penalty_out: optional output (F,) float64, zeroed here. Do not pass the same output arrays to two calls
+            recorded on one tape: the second call's zeroing overwrites what the first launch's adjoint reads.
 
     Returns:
         Depth below the ground per point [m] (F, V) and the per-frame penalty sum(depth^2) [m^2] (F,).
@@ -127,20 +136,22 @@ def capsule_penetration_penalty(
 
     Args:
         seg_a, seg_b: world segment ends of each capsule [m], shape (F, N), dtype vec3d.
-        radii: capsule radii [m], shape (N,), float64.
+        radii: capsule radii [m], shape (N,), float64, >= 0.
         pairs: the capsule pairs to test (i, j), shape (P, 2), int32 (e.g. non-adjacent bodies), indices in
-            ``[0, N)``: checked on the host (one copy of ``pairs`` from the device per call; skipped while a CUDA
-            graph is being captured, where no copy is possible).
+            ``[0, N)``: checked on the host with the radii (one copy of ``pairs`` and ``radii`` from the device per
+            call; skipped while a CUDA graph is being captured, where no copy is possible).
         depth_out: optional output (F, P) float64, zeroed here.
-        penalty_out: optional output (F,) float64, zeroed here.
-        check_indices: False skips the host check of ``pairs`` (and its device-to-host copy) for callers that
-            built or checked the pairs once and call this in a loop (training steps, guided denoising).
+        penalty_out: optional output (F,) float64, zeroed here. Do not pass the same output arrays to two calls
+            recorded on one tape: the second call's zeroing overwrites what the first launch's adjoint reads.
+        check_indices: False skips the host check of ``pairs`` and ``radii`` (and their device-to-host copies) for
+            callers that built or checked them once and call this in a loop (training steps, guided denoising).
 
     Returns:
         Overlap depth per frame and pair [m] (F, P) and the per-frame penalty sum(depth^2) [m^2] (F,).
 
     Raises:
-        TypeError, ValueError: on arrays of the wrong type, dtype or shape, or pair indices out of range.
+        TypeError, ValueError: on arrays of the wrong type, dtype or shape, pair indices out of range, or a
+            negative radius.
     """
     return _capsule_penalty(seg_a, seg_b, radii, pairs, depth_out, penalty_out, check_indices=check_indices)
 
@@ -163,8 +174,10 @@ def _capsule_penalty(
     _check("radii", radii, wp.float64, (N,))
     _check("pairs", pairs, wp.int32, (None, 2))
     P = pairs.shape[0]
-    if check_indices and P and not wp.get_device(pairs.device).is_capturing:
-        _check_pair_indices(pairs.numpy(), N)
+    if check_indices and not wp.get_device(pairs.device).is_capturing:
+        if P:
+            _check_pair_indices(pairs.numpy(), N)
+        _check_radii(radii.numpy())
     dev = seg_a.device
     grad = seg_a.requires_grad or seg_b.requires_grad or radii.requires_grad
     if depth_out is None:

@@ -5,16 +5,18 @@ per-frame penalties (sum of squared penetration depths [m^2]) as differentiable 
 Warp kernels of :mod:`sim.collision` in float64 (inputs of other float types are cast, gradients cast back).
 Leading batch dimensions are flattened into frames. Unlike the NumPy API, which refuses them, non-finite inputs are
 not checked here (no device sync per step): a NaN point or segment makes its frame's penalty NaN, so a diverging
-optimization's finite-loss check sees it (it read as 0: no penetration, no gradient).
+optimization's finite-loss check sees it (it used to read as 0: no penetration, no gradient).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import warp as wp
 
 from ._warp_setup import init_warp
-from .collision import _check_pair_indices, _finite_scalar
+from .collision import _check_pair_indices, _check_radii, _finite_scalar
 from .collision import capsule_penetration_penalty as _capsule_wp
 from .collision import ground_penetration_penalty as _ground_wp
 from .torch_ops import refuse_double_backward
@@ -132,7 +134,7 @@ def ground_penetration_penalty(points: torch.Tensor, ground_height: float = 0.0)
     if points.shape[-1] != 3 or points.dim() < 2:
         raise ValueError(f"points: expected shape (..., V, 3), got {tuple(points.shape)}")
     lead = points.shape[:-2]
-    flat = points.reshape(-1, points.shape[-2], 3)
+    flat = points.reshape(math.prod(lead), points.shape[-2], 3)  # not -1: ambiguous without points (V = 0)
     return _GroundPenalty.apply(flat, float(ground_height)).reshape(lead)
 
 
@@ -143,7 +145,7 @@ def capsule_penetration_penalty(
 
     Args:
         seg_a, seg_b: world capsule segment ends [m], shape (..., N, 3).
-        radii: capsule radii [m], shape (N,).
+        radii: capsule radii [m], shape (N,), >= 0 (checked on the host).
         pairs: capsule index pairs to test, shape (P, 2), an integer tensor (any device) with indices in
             ``[0, N)``; checked on the host, one copy of ``pairs`` per call.
 
@@ -152,7 +154,7 @@ def capsule_penetration_penalty(
 
     Raises:
         TypeError: an argument is not a tensor, or of the wrong kind of dtype.
-        ValueError: on wrong shapes or pair indices out of range.
+        ValueError: on wrong shapes, pair indices out of range or a negative radius.
     """
     _float_tensor("seg_a", seg_a, "(..., N, 3)")
     _float_tensor("seg_b", seg_b, "(..., N, 3)")
@@ -166,5 +168,7 @@ def capsule_penetration_penalty(
     lead = seg_a.shape[:-2]
     n = seg_a.shape[-2]
     pairs = _checked_pairs(pairs, n)
-    out = _CapsulePenalty.apply(seg_a.reshape(-1, n, 3), seg_b.reshape(-1, n, 3), radii, pairs)
+    _check_radii(radii.detach().cpu().numpy())  # a small copy, like the pairs'
+    f = math.prod(lead)  # not -1: ambiguous without capsules (N = 0)
+    out = _CapsulePenalty.apply(seg_a.reshape(f, n, 3), seg_b.reshape(f, n, 3), radii, pairs)
     return out.reshape(lead)

@@ -169,8 +169,8 @@ def test_torch_penalties_refuse_double_backward():
 
 
 def test_torch_penalties_pass_nan_through():
-    """A NaN point or segment read as no penetration (penalty 0, gradient 0), hiding a diverging optimization; the
-    other frames keep their values."""
+    """A NaN point or segment makes its frame's penalty NaN (it used to read as no penetration, penalty 0 and
+    gradient 0, hiding a diverging optimization); the other frames keep their values."""
     torch = pytest.importorskip("torch")
     from sim.collision_torch import capsule_penetration_penalty, ground_penetration_penalty
 
@@ -181,3 +181,71 @@ def test_torch_penalties_pass_nan_through():
     seg_b = seg_a + torch.tensor([0.0, 0.0, 1.0])
     pen = capsule_penetration_penalty(seg_a, seg_b, torch.tensor([0.1, 0.1]), torch.tensor([[0, 1]]))
     assert pen[0].item() == pytest.approx(0.01, rel=1e-6) and torch.isnan(pen[1])
+
+
+def _torch_capsule_grad(a, b, radii):
+    torch = pytest.importorskip("torch")
+    from sim.collision_torch import capsule_penetration_penalty
+
+    ta = torch.tensor(a, dtype=torch.float64, requires_grad=True)
+    tb = torch.tensor(b, dtype=torch.float64, requires_grad=True)
+    pen = capsule_penetration_penalty(ta, tb, torch.tensor(radii, dtype=torch.float64), torch.tensor([[0, 1]]))
+    pen.sum().backward()
+    return float(pen.detach().sum()), ta.grad.numpy(), tb.grad.numpy()
+
+
+@pytest.mark.parametrize(
+    ("p0", "p1", "q0", "q1"),
+    [
+        ((-1, 0, 0), (1, 0, 0), (0, -1, 0), (0, 1, 0)),  # axes crossing at one point
+        ((0, 0, 0), (1, 0, 0), (0.5, 0, 0), (1.5, 0, 0)),  # collinear, overlapping
+        ((0.2, 0.1, 0.3), (0.2, 0.1, 0.3), (0.2, 0.1, 0.3), (0.2, 0.1, 0.3)),  # two spheres at one centre
+        ((0.2, 0.1, 0.3), (0.2, 0.1, 0.3), (0, 0.1, 0.3), (1, 0.1, 0.3)),  # a sphere's centre on a segment
+    ],
+)
+def test_coincident_closest_points_get_a_gradient_that_separates_them(p0, p1, q0, q1):
+    """Where two capsules' axes meet (the deepest overlap), the distance's gradient was delta / |delta| = 0 / eps = 0:
+    the optimizer could not undo the worst pose. Now it is a unit vector normal to the segments, and a small rigid
+    step of each capsule along minus its translation gradient lowers the penalty."""
+    a = np.array([[p0, q0]], dtype=np.float64)
+    b = np.array([[p1, q1]], dtype=np.float64)
+    radii = [0.1, 0.1]
+    value, ga, gb = _torch_capsule_grad(a, b, radii)
+    assert value == pytest.approx(0.04, abs=1e-12)  # overlap 0.2, squared
+    g = ga + gb  # gradient w.r.t. each capsule's translation, shape (1, 2, 3)
+    assert np.linalg.norm(g) > 0.1
+    step = 1e-3 * g / np.linalg.norm(g)
+    lower, _, _ = _torch_capsule_grad(a - step, b - step, radii)  # each capsule moved rigidly
+    assert lower < value - 1e-4
+
+
+def test_short_segments_crossing_are_not_treated_as_parallel():
+    """Two perpendicular 0.1 mm segments crossing at their centres: the absolute parallel threshold (1e-14 m^4)
+    forced s = 0 in the kernel and skipped the interior point in the reference; both read 5e-5 m instead of 0."""
+    h = 5e-5
+    p0, p1, q0, q1 = (-h, 0, 0), (h, 0, 0), (0, -h, 0), (0, h, 0)
+    assert segment_distance_reference(p0, p1, q0, q1) == pytest.approx(0.0, abs=1e-15)
+    a = np.array([[p0, q0]], dtype=np.float64)
+    b = np.array([[p1, q1]], dtype=np.float64)
+    depth, _ = capsule_penetration(a, b, np.array([1e-5, 1e-5]), [(0, 1)])
+    assert depth[0, 0] == pytest.approx(2e-5, abs=1e-12)
+
+
+def test_negative_radii_and_empty_sets_are_handled():
+    """The torch and Warp levels took a negative radius silently (a pair 0.3 apart with radii -0.4, 0.35 read as
+    no overlap); zero points or capsules raised torch's 'cannot reshape tensor of 0 elements'."""
+    torch = pytest.importorskip("torch")
+    from sim.collision import capsule_penetration_penalty as warp_penalty
+    from sim.collision_torch import capsule_penetration_penalty, ground_penetration_penalty
+
+    seg = torch.tensor([[[0.0, 0.0, 0.0], [0.3, 0.0, 0.0]]])
+    with pytest.raises(ValueError, match=r"radii: must be >= 0 \[m\], capsule 0 has -0.4"):
+        capsule_penetration_penalty(seg, seg, torch.tensor([-0.4, 0.35]), torch.tensor([[0, 1]]))
+    init_warp()
+    wa = wp.array(seg.numpy().astype(np.float64), dtype=wp.vec3d, device="cpu")
+    with pytest.raises(ValueError, match=r"radii: must be >= 0"):
+        warp_penalty(wa, wa, wp.array([-0.4, 0.35], dtype=wp.float64), wp.array([[0, 1]], dtype=wp.int32))
+    assert ground_penetration_penalty(torch.zeros(2, 0, 3)).tolist() == [0.0, 0.0]
+    empty = torch.zeros(2, 0, 3)
+    out = capsule_penetration_penalty(empty, empty, torch.zeros(0), torch.zeros((0, 2), dtype=torch.int64))
+    assert out.tolist() == [0.0, 0.0]
