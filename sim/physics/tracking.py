@@ -138,7 +138,26 @@ def apply_target_filter(
         raise ValueError(f"target_filter returned {out.frame_count} frames, expected {motion.frame_count}")
     out.check_rig(character.rig)
     _, frot = character.body_transforms(out)
-    return character.joint_coordinates(frot)
+    return _nearest_euler_equivalent(character.joint_coordinates(frot), coords)
+
+
+def _nearest_euler_equivalent(coords: np.ndarray, near: np.ndarray) -> np.ndarray:
+    """The X-Y-Z Euler angles [rad] describing the same rotations as ``coords`` (..., 3) that lie nearest ``near``
+    (same shape): of ``(x, y, z)`` and ``(x + pi, pi - y, z + pi)``, each angle moved by whole turns towards
+    ``near``, the closer one.
+
+    Reading coordinates back from rotations lands on ``|y| <= 90 deg``: a target at ``y = 100 deg`` came back as
+    ``(x - 180, 80, z - 180) deg``, the same rotation, but the PD drives then swung X and Z half a turn.
+    """
+    coords = np.asarray(coords, dtype=np.float64)
+    near = np.asarray(near, dtype=np.float64)
+    alt = np.stack([coords[..., 0] + np.pi, np.pi - coords[..., 1], coords[..., 2] + np.pi], axis=-1)
+    best, best_d = None, None
+    for cand in (coords, alt):
+        cand = cand - 2.0 * np.pi * np.round((cand - near) / (2.0 * np.pi))
+        d = ((cand - near) ** 2).sum(-1, keepdims=True)
+        best, best_d = (cand, d) if best is None else (np.where(d < best_d, cand, best), np.minimum(d, best_d))
+    return best
 
 
 def detect_blowup(

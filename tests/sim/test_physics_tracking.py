@@ -433,6 +433,25 @@ def test_target_filter_hook(table):
     np.testing.assert_allclose(same.body_pos, plain.body_pos, atol=1e-5)
 
 
+def test_identity_filter_keeps_targets_beyond_ninety_degrees(table):
+    """Coordinates read back from rotations land on |y| <= 90 deg: an identity filter turned a (0, 100, 0) deg
+    target into (-180, 80, -180) deg, the same rotation, which the PD drives reach by swinging X and Z half a turn.
+    Targets the filter leaves alone come back as they went in, whole turns and the Euler twin included."""
+    from sim.physics.tracking import apply_target_filter
+
+    ref = reference_trajectory(table, walkish(table.rig, frames=6))
+    coords = ref.coords.copy()
+    coords[:, 0, 1] = np.radians(100.0)
+    coords[:, 1, 0] = np.radians(-170.0)
+    coords[:, 2, 2] = np.radians(200.0)  # beyond a half turn
+    out = apply_target_filter(table, ref, coords, lambda m: m)
+    np.testing.assert_allclose(out, coords, atol=1e-9)
+    # the filter's rotations are kept: the coordinates read back describe the same rotations as its output
+    q_in = table.body_rotations_from_coordinates(ref.body_rot[:, 0], coords)
+    q_out = table.body_rotations_from_coordinates(ref.body_rot[:, 0], out)
+    np.testing.assert_allclose(np.abs((q_in * q_out).sum(-1)), 1.0, atol=1e-9)
+
+
 def test_projection_beats_pd_on_body_error(table):
     rig = table.rig
     motion = walkish(rig, frames=24)
