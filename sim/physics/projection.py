@@ -368,9 +368,10 @@ def project(
     wall = time.perf_counter() - t_start
     fell = falls[best_index]
     substeps = substeps_for(ref.fps, tracking.solver.step_limit_s())
+    stepped = n if blowup is not None else n - 1  # frames simulated, as track counts them (a blown-up one too)
     assist = None
     if tracking.root_assist is not None and tracking.root_assist.enabled:
-        assist = root_assist_report(character, best.assist_sum, best.assist_max, (n - 1) * substeps)
+        assist = root_assist_report(character, best.assist_sum, best.assist_max, max(stepped * substeps, 1))
     motion = character.motion_from_bodies(pos, rot, ref.fps, name=ref.motion.name) if n else ref.motion.slice(0, 1)
     return TrackingResult(
         motion=motion,
@@ -381,7 +382,7 @@ def project(
         blowup=blowup,
         fell_frame=fell,
         wall_time_s=wall,
-        sim_time_s=(n - 1) / ref.fps,
+        sim_time_s=stepped / ref.fps,
         root_assist=assist,
         info={
             "substeps": substeps,

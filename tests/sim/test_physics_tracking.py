@@ -433,6 +433,27 @@ def test_target_filter_hook(table):
     np.testing.assert_allclose(same.body_pos, plain.body_pos, atol=1e-5)
 
 
+def test_projection_counts_simulated_time_like_track_on_a_blowup(table):
+    """A blow-up at frame k: track reports k frames simulated (the blown-up one was stepped, then dropped), the
+    projection reported k - 1."""
+    ref = reference_trajectory(table, walkish(table.rig))
+    coords = ref.coords.copy()
+    coords[12] += 1.0e3
+
+    def wild(m: sim.Motion) -> sim.Motion:  # the filter injects the wild target the projection's plan lacks
+        rot = table.body_rotations_from_coordinates(ref.body_rot[:, 0], coords)
+        pos = table.body_positions_from_rotations(ref.body_pos[:, 0], rot)
+        return table.motion_from_bodies(pos, rot, ref.fps, name="wild")
+
+    cfg = ProjectionConfig(samples=2, iterations=1, passes=1, ilc_passes=0, threads=1)
+    pr = project(table, ref, cfg=cfg, target_filter=wild)
+    pd = track(table, ref, target_coords=coords)
+    assert pr.blowup is not None and pd.blowup is not None
+    assert len(pr.body_pos) == pr.blowup.frame
+    assert pr.sim_time_s == pytest.approx(pr.blowup.frame / ref.fps)
+    assert pd.sim_time_s == pytest.approx(pd.blowup.frame / ref.fps)
+
+
 def test_identity_filter_keeps_targets_beyond_ninety_degrees(table):
     """Coordinates read back from rotations land on |y| <= 90 deg: an identity filter turned a (0, 100, 0) deg
     target into (-180, 80, -180) deg, the same rotation, which the PD drives reach by swinging X and Z half a turn.
