@@ -300,7 +300,7 @@ class MeshSelfIntersection:
             device: Warp device (default: Warp's default device).
 
         Raises:
-            ValueError: bad shapes or indices.
+            ValueError: bad shapes or indices, a size that is not a finite length > 0, or a weld tolerance not > 0.
         """
         init_warp()
         self.config = cfg = config or SelfIntersectionConfig()
@@ -315,8 +315,18 @@ class MeshSelfIntersection:
         self.triangles = tris
         self.vertex_count = len(rest)
         self.size = float(size) if size is not None else character_size(rest)
+        if not (np.isfinite(self.size) and self.size > 0):
+            raise ValueError(f"size: must be a finite length > 0 [m], got {self.size!r}")
+        w = cfg.weld_tolerance_rel
+        if not (np.isfinite(w) and w > 0):  # 0 welded every vertex into one (int64 overflow): nothing was tested
+            raise ValueError(f"SelfIntersectionConfig.weld_tolerance_rel: must be a finite number > 0, got {w!r}")
         self.device = str(wp.get_device(device))
-        tol = max(cfg.weld_tolerance_rel * self.size, 1e-300)
+        tol = w * self.size
+        if np.abs(rest).max() / tol >= 2.0**62:
+            raise ValueError(
+                f"SelfIntersectionConfig.weld_tolerance_rel: {w!r} x size {self.size:.4g} m is too fine for points "
+                f"{np.abs(rest).max():.4g} m from the origin (the weld grid overflows int64)"
+            )
         _, welded = np.unique(np.round(rest / tol).astype(np.int64), axis=0, return_inverse=True)
         self.welded = welded.ravel()
         W = int(self.welded.max()) + 1

@@ -171,8 +171,8 @@ class AuditConfig:
         for part, sub, names, strict in (
             ("contact", c, ("contact_height_rel", "skate_speed_rel", "max_flight_time_s", "hover_time_s"), True),
             ("contact", c, ("in_place_rel",), False),
-            ("self_intersection", si, ("inside_offset_rel", "max_depth_rel"), True),
-            ("self_intersection", si, ("rest_clearance_rel", "weld_tolerance_rel"), False),
+            ("self_intersection", si, ("inside_offset_rel", "max_depth_rel", "weld_tolerance_rel"), True),
+            ("self_intersection", si, ("rest_clearance_rel",), False),
         ):
             for name in names:
                 value = getattr(sub, name)

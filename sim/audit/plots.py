@@ -76,6 +76,9 @@ def plot_worst_frame(report: AuditReport, path: str | Path, frame: int | None = 
     if not geo:
         raise ValueError("report has no geometry (it was not made by audit_motion in this process)")
     f = report.worst_frame() if frame is None else int(frame)
+    count = len(geo["points"])
+    if not 0 <= f < count:  # -1 drew the last frame titled "frame -1"; past the end, a bare IndexError
+        raise ValueError(f"frame: must be in [0, {count}), got {frame!r}")
     up = UP_AXES[report.up_axis]
     h0, h1 = horizontal_axes(report.up_axis)  # type: ignore[arg-type]
     pts = np.asarray(geo["points"][f])

@@ -126,6 +126,28 @@ def test_report_json_and_figures(clean_report, biped, tmp_path):
         assert blob.startswith(PNG_MAGIC) and len(blob) > 10_000
 
 
+def test_worst_frame_figure_refuses_a_frame_outside_the_clip(clean_report, biped, tmp_path):
+    """frame=-1 drew the last frame titled 'frame -1' (with no failing check found for it); past the end, a bare
+    IndexError."""
+    count = biped[1].frame_count
+    for bad in (-1, count):
+        with pytest.raises(ValueError, match=rf"frame: must be in \[0, {count}\), got {bad}"):
+            plot_worst_frame(clean_report, tmp_path / "w.png", frame=bad)
+    plot_worst_frame(clean_report, tmp_path / "w.png", frame=count - 1)
+
+
+def test_jitter_of_a_clip_too_short_to_measure_is_skipped_not_passed(biped):
+    """A 3-frame clip has no third difference: its jitter read 'max jerk 0', a pass, even with a 5 m pop."""
+    rig, walk = biped
+    short = walk.slice(0, 3)
+    trans = short.root_translations.copy()
+    trans[1] += 5.0
+    popped = sim.Motion(short.fps, trans, short.rotations)
+    jitter = audit_motion(rig, popped).check("jitter")
+    assert jitter.status == "skipped" and "needs at least 4" in jitter.message
+    assert audit_motion(rig, walk.slice(0, 4)).check("jitter").status in ("pass", "fail")
+
+
 def test_import_sim_audit_does_not_load_matplotlib():
     import subprocess
     import sys
@@ -152,7 +174,8 @@ def test_unusable_threshold_is_refused(biped, field, value):
     ("part", "field", "value"),
     [("contact", "max_flight_time_s", -1.0), ("contact", "hover_time_s", 0.0), ("contact", "in_place_rel", -0.1),
      ("self_intersection", "ring_count", -2), ("self_intersection", "ring_count", 1.5),
-     ("self_intersection", "max_depth_rel", -1.0), ("self_intersection", "rest_clearance_rel", -0.01)],
+     ("self_intersection", "max_depth_rel", -1.0), ("self_intersection", "rest_clearance_rel", -0.01),
+     ("self_intersection", "weld_tolerance_rel", 0.0)],
 )  # fmt: skip
 def test_unusable_nested_threshold_is_refused(biped, part, field, value):
     """A negative ring count or flight time silently changed the verdicts (ring_count -2 reported a 29 m

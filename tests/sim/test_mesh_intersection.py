@@ -135,6 +135,20 @@ def test_input_validation():
         checker.frame(rest, "octree")  # type: ignore[arg-type]
 
 
+def test_weld_tolerance_and_size_that_would_weld_everything_are_refused():
+    """weld_tolerance_rel 0, or a size of 0, NaN or < 0, rounded every vertex onto one int64 cell (overflow or a
+    NaN grid): the whole mesh welded into one vertex, every face pair was a ring neighbour and nothing was tested."""
+    tris, rest, _ = two_boxes(0.1)
+    assert MeshSelfIntersection(tris, rest).welded.max() > 1
+    with pytest.raises(ValueError, match=r"SelfIntersectionConfig\.weld_tolerance_rel: must be a finite number > 0"):
+        MeshSelfIntersection(tris, rest, SelfIntersectionConfig(weld_tolerance_rel=0.0))
+    for bad in (0.0, float("nan"), -1.0):
+        with pytest.raises(ValueError, match="size: must be a finite length > 0"):
+            MeshSelfIntersection(tris, rest, size=bad)
+    with pytest.raises(ValueError, match="weld grid overflows int64"):
+        MeshSelfIntersection(tris, rest + 1e6, SelfIntersectionConfig(weld_tolerance_rel=1e-18))
+
+
 def test_fox_clips_agree_with_brute_force_on_every_frame(assets_dir):
     import sim
     import usd_io
