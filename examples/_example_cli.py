@@ -7,6 +7,8 @@ Not an example itself. The examples import it by path (``sys.path`` gets this fo
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import re
 import sys
 from collections.abc import Mapping
@@ -205,3 +207,26 @@ def audit_verdict(report) -> str:
     """``passed`` or ``failed CHECK, CHECK`` for an audit report (sim.audit.AuditReport)."""
     failed = ", ".join(c.name for c in report.failed_checks)
     return f"failed {failed}" if failed else "passed"
+
+
+def strict_json(data, **dumps_kwargs) -> str:
+    """``data`` as JSON that strict parsers accept: NaN and infinities become null (``json.dumps`` wrote them as
+    the bare tokens ``NaN`` / ``Infinity``, which are not JSON), NumPy scalars and arrays plain numbers and lists,
+    paths and other objects their strings."""
+
+    def clean(x):
+        if isinstance(x, Mapping):
+            return {str(k): clean(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [clean(v) for v in x]
+        if hasattr(x, "tolist") and not isinstance(x, (str, bytes)):  # NumPy arrays and scalars
+            return clean(x.tolist())
+        if isinstance(x, bool) or x is None or isinstance(x, (int, str)):
+            return x
+        if isinstance(x, float):
+            return x if math.isfinite(x) else None
+        if hasattr(x, "__float__"):
+            return clean(float(x))
+        return str(x)
+
+    return json.dumps(clean(data), allow_nan=False, **dumps_kwargs)

@@ -70,7 +70,7 @@ from usd_io import (  # noqa: E402
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for the examples' shared helpers only
-from _example_cli import audit_verdict, check_not_empty, note_replacing, print_error  # noqa: E402
+from _example_cli import audit_verdict, check_not_empty, note_replacing, print_error, strict_json  # noqa: E402
 
 sys.path.pop(0)
 
@@ -443,7 +443,7 @@ def _evaluate(cfg: Evaluate) -> str:
     metrics["seconds"] = time.perf_counter() - t0
     metrics["model_training"] = space.training  # steps trained and final loss (None: not recorded)
     with atomic_output(cfg.output / "metrics.json") as tmp:
-        tmp.write_text(json.dumps(metrics, indent=2, default=str))
+        tmp.write_text(strict_json(metrics, indent=2))
     return (f"wrote {cfg.output / 'metrics.json'}; model {space.training_summary()}; "
             + "; ".join(_heldout_summary(n, m) for n, m in metrics["heldout"].items()))  # fmt: skip
 

@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import operator
 import os
@@ -67,7 +66,7 @@ from usd_io import (
 from usd_io.physics_usd import write_physics_stage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for the examples' shared helpers only
-from _example_cli import audit_verdict, check_not_empty, print_error
+from _example_cli import audit_verdict, check_not_empty, print_error, strict_json
 
 sys.path.pop(0)
 
@@ -115,12 +114,6 @@ class TrackConfig:
     projection: ProjectionConfig = field(default_factory=ProjectionConfig)
 
 
-def _json_default(x):
-    if isinstance(x, Path):
-        return str(x)
-    return float(x) if hasattr(x, "__float__") else str(x)
-
-
 INFEASIBLE_ZMP_EXCESS_HEIGHTS = 0.2
 """A reference whose centre of pressure lies on average more than this many character heights outside its support
 polygon asks for ground forces no joint-driven character gets (the Fox Walk: 0.07, the Fox Run: 0.55)."""
@@ -129,7 +122,7 @@ polygon asks for ground forces no joint-driven character gets (the Fox Walk: 0.0
 def _write_json(path: Path, data) -> None:
     """Writes ``data`` as indented JSON atomically (temporary file, then rename)."""
     with atomic_output(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=2, default=_json_default) + "\n")
+        tmp.write_text(strict_json(data, indent=2) + "\n")
 
 
 def _feasibility_note(character, ref, cfg: TrackConfig) -> str | None:

@@ -44,6 +44,7 @@ importer does not convert units; other units are authored correctly for other re
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -119,14 +120,28 @@ def write_physics_stage(
     from sim.rotations import matrix_to_quat
 
     B = character.body_count
-    if body_pos is None or body_rot is None:
+    if (body_pos is None) != (body_rot is None):  # one of them was dropped for the reference pose without a word
+        raise ValueError("body_pos/body_rot: give both (the pose written) or neither (the reference pose)")
+    if body_pos is None:
         body_pos, body_rot = character.reference_body_transforms()
     body_pos = np.asarray(body_pos, dtype=np.float64)
     body_rot = np.asarray(body_rot, dtype=np.float64)
     if body_pos.shape != (B, 3) or body_rot.shape != (B, 4):
         raise ValueError(f"body_pos/body_rot: expected shapes ({B}, 3)/({B}, 4), got {body_pos.shape}/{body_rot.shape}")
+    for name, arr in (("body_pos", body_pos), ("body_rot", body_rot)):
+        bad = np.flatnonzero(~np.isfinite(arr).all(axis=-1))
+        if len(bad):
+            k = int(bad[0])
+            raise ValueError(f"{name}: body {k} ({character.body_names[k]}) is not finite: {arr[k]}")
+    norms = np.linalg.norm(body_rot, axis=-1)
+    bad = np.flatnonzero(np.abs(norms - 1.0) > 1e-3)
+    if len(bad):
+        k = int(bad[0])
+        name = character.body_names[k]
+        raise ValueError(f"body_rot: body {k} ({name}) is not a unit quaternion (norm {norms[k]:.4g})")
+    body_rot = body_rot / norms[:, None]
     checks = {"meters_per_unit": (meters_per_unit, "> 0"), "kilograms_per_unit": (kilograms_per_unit, "> 0"),
-              "friction": (friction, ">= 0"), "restitution": (restitution, "in [0, 1]"), "gravity": (gravity, ""),
+              "friction": (friction, ">= 0"), "restitution": (restitution, "in [0, 1]"), "gravity": (gravity, ">= 0"),
               "ground_height_m": (ground_height_m, "")}  # fmt: skip
     if time_step_s is not None:
         checks["time_step_s"] = (time_step_s, "> 0")
@@ -135,6 +150,17 @@ def write_physics_stage(
         in_range = {"> 0": lambda v: v > 0, ">= 0": lambda v: v >= 0, "in [0, 1]": lambda v: 0 <= v <= 1}
         if not number or (rule and not in_range[rule](value)):
             raise ValueError(f"{name}: must be a finite number{' ' + rule if rule else ''}, got {value!r}")
+    if time_step_s is not None:
+        rate = 1.0 / float(time_step_s)  # written as a whole number of steps per second (an unsigned int)
+        if not 1 <= round(rate) < 2**32:  # 3 s wrote 0 steps per second; 1e-12 s a raw pxr type error
+            raise ValueError(
+                f"time_step_s: {time_step_s!r} s is {rate:.6g} steps per second; PhysxSceneAPI stores a whole number "
+                f"in [1, 2^32)"
+            )
+        if abs(round(rate) - rate) > 1e-6 * rate:
+            warnings.warn(
+                f"time_step_s: {rate:.6g} steps per second written as {round(rate)} (a whole number)", stacklevel=2
+            )
     L = 1.0 / meters_per_unit
     M = 1.0 / kilograms_per_unit
     I_UNIT = M * L * L

@@ -350,3 +350,21 @@ def test_resume_refusal_names_the_flags_only():
         "run/checkpoint.pt: the folder holds an earlier run's checkpoint; continue it with --resume, start afresh "
         "here with --overwrite, or choose another output folder"
     )
+
+
+def test_metrics_json_is_strict_json_without_nan():
+    """metrics.json took json.dumps' default: a projection whose every first-window rollout blew up wrote
+    ``"mean_window_cost": NaN``, a token strict JSON parsers refuse."""
+    import numpy as np
+
+    helper = _cli_helper()
+    data = {"nan": float("nan"), "inf": np.float32("inf"), "arr": np.array([1.5, np.nan]), "n": np.int64(3)}
+    data.update(path=Path("/a/b"), nested=[{"x": -float("inf")}, (True, None)], ok=0.25)
+    text = helper.strict_json(data)
+
+    def refuse(token):
+        raise ValueError(f"non-JSON token {token}")
+
+    back = json.loads(text, parse_constant=refuse)
+    want = {"nan": None, "inf": None, "arr": [1.5, None], "n": 3, "path": "/a/b", "nested": [{"x": None}, [True, None]]}
+    assert back == {**want, "ok": 0.25}

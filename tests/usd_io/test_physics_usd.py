@@ -79,10 +79,13 @@ def test_non_usd_extension_is_refused(tmp_path, character):
     [
         ("meters_per_unit", float("inf"), r"meters_per_unit: must be a finite number > 0, got inf"),
         ("kilograms_per_unit", 0.0, r"kilograms_per_unit: must be a finite number > 0, got 0.0"),
-        ("gravity", float("nan"), r"gravity: must be a finite number, got nan"),
+        ("gravity", float("nan"), r"gravity: must be a finite number >= 0, got nan"),
         ("friction", -0.5, r"friction: must be a finite number >= 0, got -0.5"),
         ("restitution", 2.0, r"restitution: must be a finite number in \[0, 1\], got 2.0"),
         ("ground_height_m", float("-inf"), r"ground_height_m: must be a finite number, got -inf"),
+        ("gravity", -9.81, r"gravity: must be a finite number >= 0, got -9.81"),  # a magnitude: < 0 read as Earth's
+        ("time_step_s", 3.0, r"time_step_s: 3.0 s is 0.333333 steps per second"),  # was written as 0
+        ("time_step_s", 1e-12, r"time_step_s: 1e-12 s is 1e\+12 steps per second"),  # was a raw pxr type error
     ],
 )
 def test_bad_physical_settings_are_refused_by_name(tmp_path, character, option, value, message):
@@ -91,6 +94,38 @@ def test_bad_physical_settings_are_refused_by_name(tmp_path, character, option, 
     with pytest.raises(ValueError, match=message):
         write_physics_stage(tmp_path / "physics.usda", character, **{option: value})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_pose_is_refused_naming_the_body(tmp_path, character):
+    """body_pos without body_rot was replaced by the reference pose without a word; a NaN position or a zero
+    quaternion was written into the stage."""
+    pos, rot = character.reference_body_transforms()
+    out = tmp_path / "physics.usda"
+    with pytest.raises(ValueError, match="body_pos/body_rot: give both"):
+        write_physics_stage(out, character, body_pos=pos)
+    bad = pos.copy()
+    bad[1, 0] = float("nan")
+    with pytest.raises(ValueError, match=rf"body_pos: body 1 \({character.body_names[1]}\) is not finite"):
+        write_physics_stage(out, character, body_pos=bad, body_rot=rot)
+    zero = rot.copy()
+    zero[2] = 0.0
+    with pytest.raises(ValueError, match=r"body_rot: body 2 .* is not a unit quaternion"):
+        write_physics_stage(out, character, body_pos=pos, body_rot=zero)
+    assert list(tmp_path.iterdir()) == []
+    write_physics_stage(out, character, body_pos=pos, body_rot=rot)
+    assert out.is_file()
+
+
+def test_a_fractional_step_rate_is_written_whole_with_a_warning(tmp_path, character):
+    """29.97 fps x 16 substeps is 479.52 steps per second: PhysxSceneAPI holds a whole number, so it is rounded,
+    and said so."""
+    from pxr import Usd
+
+    with pytest.warns(UserWarning, match=r"479\.52 steps per second written as 480"):
+        write_physics_stage(tmp_path / "p.usda", character, time_step_s=1.0 / (29.97 * 16))
+    stage = Usd.Stage.Open(str(tmp_path / "p.usda"))
+    scene = next(p for p in stage.Traverse() if p.GetTypeName() == "PhysicsScene")
+    assert scene.GetAttribute("physxScene:timeStepsPerSecond").Get() == 480
 
 
 def test_add_usd_reads_back_bodies_joints_masses_and_limits(tmp_path, character):
