@@ -52,23 +52,51 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
         raise InputError(path, "output", f"cannot create a file in {path.parent} ({_reason(e)})") from e
     os.close(fd)
     tmp_path = Path(tmp)
-    umask = os.umask(0)
-    os.umask(umask)
     try:  # mkstemp creates 0600: an existing file keeps its mode, a new one gets the usual permissions
         mode = stat.S_IMODE(path.stat().st_mode)
     except OSError:
-        mode = 0o666 & ~umask
+        mode = 0o666 & ~_UMASK
     os.chmod(tmp_path, mode)
     try:
         yield tmp_path
         try:
+            _fsync(tmp_path)  # the content reaches the disk before the name does: no empty file after a crash
             os.replace(tmp_path, path)
         except OSError as e:
             raise InputError(path, "output", f"cannot replace it ({_reason(e)})") from e
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
+    _fsync(path.parent, missing_ok=True)  # the rename itself
     _reload_open_layer(path)
+
+
+def _read_umask() -> int:
+    """The process umask, read once at import (setting it to probe it changes it for every thread meanwhile)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+_UMASK = _read_umask()
+
+
+def _fsync(path: Path, missing_ok: bool = False) -> None:
+    """Flushes a file's (or a folder's) data to the disk. Folders that cannot be opened or synced (some file
+    systems and platforms) are skipped when ``missing_ok``."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        if missing_ok:
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError:
+        if not missing_ok:
+            raise
+    finally:
+        os.close(fd)
 
 
 def _reload_open_layer(path: Path) -> None:

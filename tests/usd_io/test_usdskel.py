@@ -965,6 +965,36 @@ def test_atomic_output_has_default_permissions(tmp_path):
     assert target.stat().st_mode & 0o777 == 0o666 & ~umask
 
 
+def test_atomic_output_syncs_the_content_before_the_rename(tmp_path, monkeypatch):
+    """Nothing was flushed before os.replace: after a power loss the new name could point at an empty file. The
+    temporary file is synced (holding the full content) before the rename, the folder after it."""
+    import os
+
+    from usd_io import atomic_output
+
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(a, b):
+        events.append(("replace", str(a)))
+        real_replace(a, b)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    target = tmp_path / "x.txt"
+    with atomic_output(target) as tmp:
+        tmp.write_text("content")
+    assert [e[0] for e in events] == ["fsync", "replace", "fsync"]
+    real = os.path.realpath
+    assert real(events[0][1]) == real(events[1][1]) == real(tmp)  # the temporary file, before the rename
+    assert real(events[2][1]) == real(tmp_path)  # the folder, after it
+    assert target.read_text() == "content"
+
+
 def test_atomic_output_keeps_links_modes_and_long_names(tmp_path):
     """A symlink was replaced by a regular file (its target kept the old content), an existing file's mode came back
     as the default, and a valid 245-byte name failed: the temporary name beside it was ~20 bytes longer."""
