@@ -17,6 +17,7 @@ Camera frame: ``right``, ``up``, ``forward`` (unit, world); a world point ``p`` 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -48,14 +49,11 @@ class CameraConfig:
     """Height of the look-at point above the bind pose's lowest point [body heights] (0.5: the bounding-box centre)."""
 
     def __post_init__(self):
-        try:
-            if isinstance(self.azimuths_deg, (str, bytes)):
-                raise TypeError
-            az = tuple(self.azimuths_deg)
-        except TypeError:
+        if isinstance(self.azimuths_deg, (str, bytes)) or not isinstance(self.azimuths_deg, Iterable):
             raise ValueError(
                 f"CameraConfig.azimuths_deg: need a sequence of angles [deg] (e.g. (0.0,)), got {self.azimuths_deg!r}"
-            ) from None
+            )
+        az = tuple(self.azimuths_deg)
         if not az or not all(is_finite_number(a) for a in az):
             raise ValueError(f"CameraConfig.azimuths_deg: need one or more finite angles [deg], got {az}")
         if not (is_finite_number(self.distance) and self.distance > 0):

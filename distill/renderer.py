@@ -292,8 +292,6 @@ class VideoRenderer:
             raise ValueError(f"normals: expected shape {tuple(points.shape)}, got {tuple(normals.shape)}")
         if root_path.shape not in ((f, 3), (f, 7)):
             raise ValueError(f"root_path: expected shape ({f}, 7) or ({f}, 3), got {tuple(root_path.shape)}")
-        if tuple(times.shape) != (f,):
-            raise ValueError(f"times: expected shape ({f},) (one time per frame of points), got {tuple(times.shape)}")
         points, normals = points.float(), normals.float()
         cams = self.cameras(root_path.float(), times.float())
         screen, zc = cams.project(points)  # (B, F, V, 3), (B, F, V)

@@ -29,6 +29,8 @@ from sim import Motion, Rig
 from sim.rotations import axis_angle_to_quat, quat_conjugate, quat_multiply, quat_rotate
 from sim.torch_ops import TorchRig, quat_to_rot6d, rot6d_to_quat
 
+from ._checks import is_integer
+
 __all__ = ["PoseSequence", "Trajectory", "body_root_joint", "catmull_rom_basis", "sample_clip"]
 
 
@@ -227,8 +229,7 @@ class Trajectory(torch.nn.Module):
         for j in range(self.body_root + 1, rig.joint_count):
             below[j] = below[rig.parents[j]]
         self.joints = np.flatnonzero(below)
-        integral = isinstance(key_count, (int, np.integer)) and not isinstance(key_count, (bool, np.bool_))
-        if key_count is not None and not integral:
+        if key_count is not None and not is_integer(key_count):
             raise ValueError(f"key_count: must be an integer number of spline keys (or None), got {key_count!r}")
         k = self.frame_count if key_count is None else min(int(key_count), self.frame_count)
         basis = catmull_rom_basis(self.frame_count, k)

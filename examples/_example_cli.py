@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from sim.audit import json_ready
 from usd_io import InputError
 
 _QUALIFIED = re.compile(r"^([A-Za-z_]\w*)((?:\.[A-Za-z_]\w*)+)((?:\[[^\]]*\])?):(?=\s|$)")
@@ -211,22 +211,10 @@ def audit_verdict(report) -> str:
 
 def strict_json(data, **dumps_kwargs) -> str:
     """``data`` as JSON that strict parsers accept: NaN and infinities become null (``json.dumps`` wrote them as
-    the bare tokens ``NaN`` / ``Infinity``, which are not JSON), NumPy scalars and arrays plain numbers and lists,
-    paths and other objects their strings."""
+    the bare tokens ``NaN`` / ``Infinity``, which are not JSON), NumPy values plain numbers and lists
+    (:func:`sim.audit.json_ready`), other numbers floats, paths and other objects their strings."""
 
-    def clean(x):
-        if isinstance(x, Mapping):
-            return {str(k): clean(v) for k, v in x.items()}
-        if isinstance(x, (list, tuple)):
-            return [clean(v) for v in x]
-        if hasattr(x, "tolist") and not isinstance(x, (str, bytes)):  # NumPy arrays and scalars
-            return clean(x.tolist())
-        if isinstance(x, bool) or x is None or isinstance(x, (int, str)):
-            return x
-        if isinstance(x, float):
-            return x if math.isfinite(x) else None
-        if hasattr(x, "__float__"):
-            return clean(float(x))
-        return str(x)
+    def other(x):
+        return json_ready(float(x)) if hasattr(x, "__float__") else str(x)
 
-    return json.dumps(clean(data), allow_nan=False, **dumps_kwargs)
+    return json.dumps(json_ready(data), allow_nan=False, default=other, **dumps_kwargs)

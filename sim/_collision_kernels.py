@@ -62,7 +62,7 @@ def contact_normal(p0: wp.vec3d, p1: wp.vec3d, q0: wp.vec3d, q1: wp.vec3d) -> wp
     d1 = p1 - p0
     d2 = q1 - q0
     n = wp.cross(d1, d2)
-    if wp.dot(n, n) <= PARALLEL_EPS * wp.dot(d1, d1) * wp.dot(d2, d2) or wp.dot(n, n) == wp.float64(0.0):
+    if wp.dot(n, n) <= PARALLEL_EPS * wp.dot(d1, d1) * wp.dot(d2, d2):  # parallel, or a point (|n| = 0)
         d = d1
         if wp.dot(d, d) == wp.float64(0.0):
             d = d2

@@ -184,7 +184,6 @@ def write_physics_stage(
         scene.CreateGravityDirectionAttr(Gf.Vec3f(0.0, 0.0, -1.0))
         scene.CreateGravityMagnitudeAttr(float(gravity * L))
         if time_step_s is not None:
-            rate = 1.0 / float(time_step_s)
             scene_prim = scene.GetPrim()
             scene_prim.AddAppliedSchema("PhysxSceneAPI")
             scene_prim.CreateAttribute("physxScene:timeStepsPerSecond", Sdf.ValueTypeNames.UInt).Set(round(rate))

@@ -12,7 +12,7 @@ the procedural biped/quadruped walks and idles against clips made bad on purpose
 
 from .checks import CHECK_NAMES, audit_motion, derived_joint_limits, frame_ranges
 from .config import AuditConfig
-from .report import AUDIT_SCHEMA, AuditReport, CheckResult, FrameRange
+from .report import AUDIT_SCHEMA, AuditReport, CheckResult, FrameRange, json_ready
 
 __all__ = [
     "AUDIT_SCHEMA",
@@ -24,6 +24,7 @@ __all__ = [
     "audit_motion",
     "derived_joint_limits",
     "frame_ranges",
+    "json_ready",
     "plot_timeline",
     "plot_worst_frame",
 ]

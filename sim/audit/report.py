@@ -153,20 +153,22 @@ class AuditReport:
             "config": self.config,
             "series": {k: np.asarray(v).tolist() for k, v in self.series.items()},
         }
-        return _json_ready(out)
+        return json_ready(out)
 
     def to_json(self, indent: int | None = 1) -> str:
         """The report as JSON text (``report.json``)."""
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
 
-def _json_ready(x):
+def json_ready(x):
+    """``x`` with NumPy values as plain numbers and lists, tuples as lists and NaN / infinities as None (strict JSON:
+    ``json.dumps(..., allow_nan=False)``); other values unchanged."""
     if isinstance(x, dict):
-        return {str(k): _json_ready(v) for k, v in x.items()}
+        return {str(k): json_ready(v) for k, v in x.items()}
     if isinstance(x, list | tuple):
-        return [_json_ready(v) for v in x]
+        return [json_ready(v) for v in x]
     if isinstance(x, np.ndarray):
-        return _json_ready(x.tolist())
+        return json_ready(x.tolist())
     if isinstance(x, np.bool_ | bool):
         return bool(x)
     if isinstance(x, np.integer):

@@ -151,13 +151,10 @@ def _nearest_euler_equivalent(coords: np.ndarray, near: np.ndarray) -> np.ndarra
     """
     coords = np.asarray(coords, dtype=np.float64)
     near = np.asarray(near, dtype=np.float64)
-    alt = np.stack([coords[..., 0] + np.pi, np.pi - coords[..., 1], coords[..., 2] + np.pi], axis=-1)
-    best, best_d = None, None
-    for cand in (coords, alt):
-        cand = cand - 2.0 * np.pi * np.round((cand - near) / (2.0 * np.pi))
-        d = ((cand - near) ** 2).sum(-1, keepdims=True)
-        best, best_d = (cand, d) if best is None else (np.where(d < best_d, cand, best), np.minimum(d, best_d))
-    return best
+    twin = np.stack([coords[..., 0] + np.pi, np.pi - coords[..., 1], coords[..., 2] + np.pi], axis=-1)
+    a, b = (c - 2.0 * np.pi * np.round((c - near) / (2.0 * np.pi)) for c in (coords, twin))
+    closer = ((b - near) ** 2).sum(-1, keepdims=True) < ((a - near) ** 2).sum(-1, keepdims=True)
+    return np.where(closer, b, a)
 
 
 def detect_blowup(
