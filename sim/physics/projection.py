@@ -66,6 +66,33 @@ def _knot_weights(window: int, interval: int) -> np.ndarray:
     return m
 
 
+def _mppi_weights(cost: np.ndarray, temperature: float) -> np.ndarray:
+    """Normalized MPPI weights ``exp(-(cost - min) / (temperature x scale))`` of the samples' costs (W,), 0 where
+    a cost is not finite (at least one must be).
+
+    The scale is twice the median's distance above the cheapest sample (for evenly spread costs, their max - min),
+    robust to a few outliers: a sample that fell costs orders of magnitude more than the rest, and dividing by
+    max - min made every other sample weigh about the same.
+    """
+    finite = np.isfinite(cost)
+    c = cost[finite]
+    scale = max(2.0 * float(np.median(c) - c.min()), 1e-12)
+    w = np.zeros(len(cost))
+    w[finite] = np.exp(-(c - c.min()) / (temperature * scale))
+    return w / w.sum()
+
+
+def _first_blowup(character, ref: ReferenceTrajectory, tracking, frames: np.ndarray, f0: int) -> tuple[int, str] | None:
+    """(frame, reason) of the first blown-up frame among simulated ``frames`` (n, B, 13) after frame ``f0``."""
+    for k, state in enumerate(frames):
+        fk = f0 + 1 + k
+        travel = float(np.linalg.norm(ref.body_pos[fk, 0] - ref.body_pos[0, 0]))
+        reason = detect_blowup(character, state[:, :3], state[:, 7:], ref.body_pos[fk], tracking, travel)
+        if reason is not None:
+            return fk, reason
+    return None
+
+
 def _ilc_plan(
     character: PhysicsCharacter,
     ref: ReferenceTrajectory,
@@ -144,7 +171,8 @@ def _mppi_pass(character, ref, sim, tracking, cfg, sweep: Sweep, target_filter, 
         m = _knot_weights(H, cfg.knot_interval_frames)  # (H, K)
         K = m.shape[1]
         mean = np.zeros((K, C))
-        best = (np.inf, None, None, None, None, 0.0, 0.0)  # cost, delta, frames, state q, state qd, assist
+        best = (np.inf, None, None, None, None, 0.0, 0.0)  # cost, targets, frames, state q, state qd, assist
+        fallback = best  # the cheapest sample that blew up
         sigma = np.deg2rad(cfg.sigma_deg) * cfg.pass_sigma_decay**pass_index
         for _it in range(cfg.iterations):
             eps = rng.standard_normal((W, K, C)) * sigma
@@ -157,25 +185,21 @@ def _mppi_pass(character, ref, sim, tracking, cfg, sweep: Sweep, target_filter, 
             out = rollout(win, cand, f0, H, commit)
             cost = out["cost"] + cfg.offset_weight * np.sum((cand - base_flat[win][:, None]) ** 2, axis=(0, 2))
             cost[~np.isfinite(cost)] = np.inf
-            k_best = int(np.argmin(cost))
-            if cost[k_best] < best[0]:
-                best = (
-                    float(cost[k_best]),
-                    cand[:, k_best].copy(),
-                    out["states"][:, k_best].copy(),
-                    out["q"][k_best].copy(),
-                    out["qd"][k_best].copy(),
-                    float(out["assist_sum"][k_best]),
-                    float(out["assist_max"][k_best]),
-                )
-            finite = np.isfinite(cost)
-            if not finite.any():
+            for k in np.argsort(cost, kind="stable"):
+                # the cheapest sample whose committed frames do not blow up (by speed or distance, which the
+                # cost does not see); the cheapest blown-up one is kept in case no sample of the window holds
+                if not np.isfinite(cost[k]) or cost[k] >= best[0]:
+                    break
+                sample = (float(cost[k]), cand[:, k].copy(), out["states"][:, k].copy(), out["q"][k].copy(),
+                          out["qd"][k].copy(), float(out["assist_sum"][k]), float(out["assist_max"][k]))  # fmt: skip
+                if _first_blowup(character, ref, tracking, out["states"][:, k], f0) is None:
+                    best = sample
+                    break
+                if sample[0] < fallback[0]:
+                    fallback = sample
+            if not np.isfinite(cost).any():
                 break
-            c = cost[finite]
-            spread = max(float(c.max() - c.min()), 1e-12)
-            w = np.zeros(W)
-            w[finite] = np.exp(-(c - c.min()) / (cfg.temperature * spread))
-            w /= w.sum()
+            w = _mppi_weights(cost, cfg.temperature)
             mean = np.einsum("w,wkc->kc", w, deltas)
             if target_filter is not None:
                 # constrain the mean plan of the window with the filter (frames outside keep the plan)
@@ -184,7 +208,7 @@ def _mppi_pass(character, ref, sim, tracking, cfg, sweep: Sweep, target_filter, 
                 filt = apply_target_filter(character, ref, trial.reshape(F, -1, 3), target_filter).reshape(F, C)
                 mean = np.linalg.lstsq(m, filt[win] - plan_flat[win], rcond=None)[0]
             sigma *= cfg.sigma_decay
-        cost_best, cand_best, frames_best, q_best, qd_best, a_sum, a_max = best
+        cost_best, cand_best, frames_best, q_best, qd_best, a_sum, a_max = best if best[1] is not None else fallback
         if cand_best is None:
             sweep.blowup = (f0 + 1, "every rollout of the window blew up")
             break
@@ -196,23 +220,19 @@ def _mppi_pass(character, ref, sim, tracking, cfg, sweep: Sweep, target_filter, 
             cand_best = apply_target_filter(character, ref, trial.reshape(F, -1, 3), target_filter).reshape(F, C)[win]
             out = rollout(win, cand_best[:, None], f0, H, commit)
             cost_best = float(out["cost"][0] + cfg.offset_weight * np.sum((cand_best - base_flat[win]) ** 2))
-            if not np.isfinite(cost_best):
-                sweep.blowup = (f0 + 1, "the filtered targets of the window blew up")
-                break
             frames_best, q_best, qd_best = out["states"][:, 0], out["q"][0].copy(), out["qd"][0].copy()
+            if not np.isfinite(cost_best):
+                bad = ~np.isfinite(frames_best).reshape(len(frames_best), -1).all(axis=1)
+                fk = f0 + 1 + (int(np.argmax(bad)) if bad.any() else 0)
+                sweep.blowup = (fk, "the filtered targets of the window blew up")
+                break
             a_sum, a_max = float(out["assist_sum"][0]), float(out["assist_max"][0])
         plan_flat[f0 + 1 : f0 + H + 1] = cand_best
         seg = slice(f0 + 1, f0 + commit + 1)
         pos[seg], rot[seg], vel[seg] = frames_best[..., :3], frames_best[..., 3:7], frames_best[..., 7:]
         sweep.assist_sum += a_sum
         sweep.assist_max = max(sweep.assist_max, a_max)
-        for k in range(commit):
-            fk = f0 + 1 + k
-            travel = float(np.linalg.norm(ref.body_pos[fk, 0] - ref.body_pos[0, 0]))
-            reason = detect_blowup(character, pos[fk], vel[fk], ref.body_pos[fk], tracking, travel)
-            if reason is not None:
-                sweep.blowup = (fk, reason)
-                break
+        sweep.blowup = _first_blowup(character, ref, tracking, frames_best, f0)
         if sweep.blowup is not None:
             break
         sweep.q, sweep.qd = q_best, qd_best

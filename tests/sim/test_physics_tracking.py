@@ -508,6 +508,77 @@ def test_projection_returns_the_best_pass_that_stayed_up():
     assert _best_sweep([0.10, 0.05], [True, True], [False, False]) == 1  # all blew up: lowest error
 
 
+class _ScriptedRollouts:
+    """A stand-in for the batched simulation whose rollouts are scripted: every world follows the reference at rest,
+    costs ``cost`` (W,), and the worlds in ``runaway`` move their bodies at 1 km/s (a blow-up by speed). A rollout
+    whose worlds all have the same targets (the projection re-simulating a target filter's output) turns NaN from
+    frame ``filtered_nan_from`` on, when it is given."""
+
+    def __init__(self, ref, cost, runaway=(), filtered_nan_from=None):
+        self.ref, self.cost, self.runaway = ref, np.asarray(cost, dtype=np.float64), list(runaway)
+        self.world_count, self.filtered_nan_from = len(self.cost), filtered_nan_from
+
+    def rollout(self, table_q, table_qd, q0, qd0, f0, frames, record):
+        ref, W = self.ref, self.world_count
+        seg = slice(f0 + 1, f0 + record + 1)
+        B = ref.body_pos.shape[1]
+        calm = np.concatenate([ref.body_pos[seg], ref.body_rot[seg], np.zeros((record, B, 6))], axis=-1)
+        states = np.repeat(calm[:, None], W, axis=1)
+        cost = self.cost.copy()
+        if self.filtered_nan_from is not None and np.all(table_q == table_q[:, :1]):
+            states[self.filtered_nan_from - f0 - 1 :] = np.nan
+            cost[:] = np.inf
+        else:
+            states[:, self.runaway, :, 7] = 1.0e3  # linear velocity x
+        return {"states": states, "q": q0.copy(), "qd": qd0.copy(), "cost": cost,
+                "assist_sum": np.zeros(W), "assist_max": np.zeros(W)}  # fmt: skip
+
+
+def test_projection_commits_the_cheapest_sample_that_does_not_blow_up(table):
+    """The cost does not see a blow-up by speed: when the cheapest sample of a window ran away the sweep ended there
+    though another sample stayed calm. It now commits the cheapest calm one, and ends only when none is."""
+    from sim.physics._checkpoint import Sweep
+    from sim.physics.projection import _mppi_pass
+
+    ref = reference_trajectory(table, walkish(table.rig, frames=9))
+    F, B, C = ref.frame_count, ref.body_pos.shape[1], table.dof_count
+    cfg = ProjectionConfig(samples=3, iterations=1, window_frames=F, commit_frames=F, ilc_passes=0, passes=1,
+                           offset_weight=0.0)  # fmt: skip
+
+    def sweep_with(rollouts, target_filter=None):
+        sw = Sweep(0, ref.coords.reshape(F, C).copy(), np.zeros(C), np.zeros(C), np.zeros((F, B, 3)),
+                   np.zeros((F, B, 4)), np.zeros((F, B, 6)))  # fmt: skip
+        rng = np.random.default_rng(0)
+        _mppi_pass(table, ref, rollouts, TrackingConfig(), cfg, sw, target_filter, rng, None, 0)
+        return sw
+
+    sw = sweep_with(_ScriptedRollouts(ref, [0.0, 2.0, 1.0], runaway=[0]))
+    assert sw.blowup is None and sw.f0 == F - 1
+    assert sw.window_costs == [1.0]  # world 2, the cheapest calm one
+    np.testing.assert_allclose(sw.pos[1:], ref.body_pos[1:])
+    sw = sweep_with(_ScriptedRollouts(ref, [0.0, 2.0, 1.0], runaway=[0, 1, 2]))
+    assert sw.blowup is not None and sw.blowup[0] == 1 and "runaway energy" in sw.blowup[1]
+    # the filtered targets' blow-up is reported at its first non-finite frame (it was the window's first, frame 1)
+    sw = sweep_with(_ScriptedRollouts(ref, [0.0, 2.0, 1.0], filtered_nan_from=5), target_filter=lambda m: m)
+    assert sw.blowup == (5, "the filtered targets of the window blew up")
+
+
+def test_mppi_weights_are_not_flattened_by_one_outlier():
+    """The weights' cost unit was max - min: one sample that fell (cost 1e6 against 0..9) made the cheapest weigh
+    about as much as the median, so the window's mean went wherever the noise averaged."""
+    from sim.physics.projection import _mppi_weights
+
+    cost = np.arange(10.0)
+    plain = _mppi_weights(cost, 0.3)
+    spoiled = _mppi_weights(np.append(cost, 1.0e6), 0.3)
+    assert plain.sum() == pytest.approx(1.0) and spoiled.sum() == pytest.approx(1.0)
+    log_ratio = np.log(plain[0] / plain[3]), np.log(spoiled[0] / spoiled[3])
+    assert 0.8 < log_ratio[1] / log_ratio[0] < 1.25
+    assert spoiled[-1] < 1e-12
+    w = _mppi_weights(np.array([np.inf, 1.0, 2.0]), 0.3)
+    assert w[0] == 0.0 and w[1] > w[2] > 0.0 and w.sum() == pytest.approx(1.0)
+
+
 def test_projection_results_do_not_depend_on_the_thread_count(table):
     """The rollout batches step in parallel threads; the floats depend on the batch split only."""
     rig = table.rig
