@@ -207,6 +207,7 @@ def write_physics_stage(
             if contact is not None:
                 gap = float(contact.gap_m * L)
                 prim.CreateAttribute("newton:contactGap", Sdf.ValueTypeNames.Float).Set(gap)
+                prim.AddAppliedSchema("PhysxCollisionAPI")  # PhysX reads its offsets only where this is applied
                 prim.CreateAttribute("physxCollision:contactOffset", Sdf.ValueTypeNames.Float).Set(gap)
                 prim.CreateAttribute("physxCollision:restOffset", Sdf.ValueTypeNames.Float).Set(0.0)
 

@@ -225,7 +225,7 @@ def test_posed_stage_agrees_between_zero_joint_state_and_authored_bodies(tmp_pat
 
 
 def test_contact_material_reads_back_as_simulated(tmp_path, character):
-    from pxr import Usd
+    from pxr import Usd, UsdPhysics
 
     from sim.physics import ContactConfig, build_newton_builder, contact_material
 
@@ -238,9 +238,14 @@ def test_contact_material_reads_back_as_simulated(tmp_path, character):
     np.testing.assert_allclose(np.array(b.shape_gap), simulated.rigid_gap, rtol=GAIN_RTOL)  # colliders and ground
     for name in ("shape_material_ke", "shape_material_kd", "shape_material_kf"):
         np.testing.assert_allclose(np.array(getattr(b, name)), getattr(simulated, name)[0], rtol=GAIN_RTOL)
-    # PhysX reads the same gap as contactOffset - restOffset
+    # PhysX reads the same gap as contactOffset - restOffset, on every collider and the ground, where its
+    # PhysxCollisionAPI is applied (without the schema the offsets are ignored)
     stage = Usd.Stage.Open(str(path))
     collider = next(p for p in stage.Traverse() if p.GetName() == "collider")
+    colliders = [p for p in stage.Traverse() if p.HasAPI(UsdPhysics.CollisionAPI)]
+    assert [p for p in stage.Traverse() if p.HasAttribute("physxCollision:contactOffset")] == colliders
+    for prim in colliders:
+        assert "PhysxCollisionAPI" in prim.GetMetadata("apiSchemas").GetAddedOrExplicitItems(), prim.GetPath()
     offset = collider.GetAttribute("physxCollision:contactOffset").Get()
     assert offset - collider.GetAttribute("physxCollision:restOffset").Get() == pytest.approx(material.gap_m)
     assert validate_stage(path, include_warnings=True) == []
