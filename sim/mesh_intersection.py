@@ -655,7 +655,10 @@ class MeshSelfIntersection:
         pts = np.asarray(points, dtype=np.float64)
         if pts.ndim != 3:
             raise ValueError(f"points: expected shape (F, {self.vertex_count}, 3), got {pts.shape}")
-        frames = [self.frame(p, method, penetration) for p in pts]
+        return self.summarize([self.frame(p, method, penetration) for p in pts])
+
+    def summarize(self, frames: list[IntersectionFrame]) -> SelfIntersectionMetrics:
+        """The motion metrics of per-frame results of :meth:`frame` (e.g. picked from several samplings)."""
         pair_count = np.array([len(f.pairs) for f in frames], dtype=np.int64)
         share = np.array([f.face_share for f in frames])
         length = np.array([f.lengths.sum() for f in frames])

@@ -181,6 +181,15 @@ def audit_motion(
     if mesh is not None:
         checker = MeshSelfIntersection(mesh.triangles, mesh.points, cfg.self_intersection, size=size, device=device)
         si = checker.motion(points)
+        if played is not None:
+            # a keyframed clip's limbs can pass through each other between keys: each key frame stands for the
+            # resampled samples nearest it, and reports the one (its own or theirs) with the longest contour
+            sp = checker.motion(pp.points)
+            frames = list(si.frames)
+            for k, f in enumerate(_nearest(t, pm.times)):
+                if sp.length_m[k] > frames[f].lengths.sum():
+                    frames[f] = sp.frames[k]
+            si = checker.summarize(frames)
         checks.append(_check_self_intersection(si, face_labels(mesh), t, cfg, names, series))
     else:
         checks.append(
@@ -562,7 +571,7 @@ def _check_limits(rig: Rig, motion: Motion, limits: JointLimits, t, cfg: AuditCo
         parts,
         worst,
         "joint_limit_excess_deg",
-        {"limits": limits.source},
+        {"limits": limits.source, "severity_scale": max(cfg.limit_margin_deg, 1.0)},
     )
 
 

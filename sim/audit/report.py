@@ -120,12 +120,20 @@ class AuditReport:
 
     def worst_frame(self) -> int:
         """The frame the worst-frame figure shows: the worst frame of the failing check with the largest
-        value/threshold ratio (of any check when all pass)."""
+        value/threshold ratio (of any check when all pass). A check failing any value above 0 (joint limits) has
+        no ratio: it is ``1 + value / details["severity_scale"]`` (for joint limits the margin the limits were
+        derived with: an excess of a whole margin counts as twice a threshold)."""
         pool = self.failed_checks or [c for c in self.checks if c.status != "skipped" and c.worst_frame >= 0]
         if not pool:
             return 0
-        best = max(pool, key=lambda c: c.value / c.threshold if c.threshold > 0 else 0.0)
-        return max(best.worst_frame, 0)
+
+        def severity(c: CheckResult) -> float:
+            if c.threshold > 0:
+                return c.value / c.threshold
+            scale = c.details.get("severity_scale", 0.0)
+            return 1.0 + c.value / scale if c.failed and scale > 0 else 0.0
+
+        return max(max(pool, key=severity).worst_frame, 0)
 
     def summary(self) -> str:
         """A few lines for people: verdict, then one line per check."""

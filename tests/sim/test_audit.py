@@ -10,7 +10,15 @@ from audit_cases import limb_through_body, sliding, sunk
 
 import sim
 from sim import characters
-from sim.audit import CHECK_NAMES, AuditConfig, FrameRange, audit_motion, plot_timeline, plot_worst_frame
+from sim.audit import (
+    CHECK_NAMES,
+    AuditConfig,
+    FrameRange,
+    audit_motion,
+    derived_joint_limits,
+    plot_timeline,
+    plot_worst_frame,
+)
 
 START, STOP = 20, 45
 """Frames the constructed defects cover."""
@@ -278,6 +286,49 @@ def test_sustained_penetration_between_sparse_keys_fails(idle):
             played = audit_motion(rig, keyed.resample(30.0)).check("ground_penetration")
             assert played.status == "fail"
             assert check.value == pytest.approx(played.value, abs=1e-9)
+
+
+def test_limb_passing_through_the_body_between_keys_fails_self_intersection(idle):
+    """Two keys 1 s apart, the left arm held forward and turned 10 deg across the chest at the first, 170 deg (behind
+    the back) at the second: both keys are clear, and the arm as played sweeps through the torso. The check ran on
+    the keys only and passed; each key now reports the longest contour of the resampled samples it stands for."""
+    rig, clip = idle
+    two = sim.Motion(30.0, clip.root_translations[:2], clip.rotations[:2], name="two")
+    forward = limb_through_body(rig, two, "left_upper_arm", 0, 2, -90.0, axis=(0.0, 1.0, 0.0))
+    swing = limb_through_body(rig, forward, "left_upper_arm", 0, 1, -10.0, axis=(0.0, 0.0, 1.0))
+    swing = limb_through_body(rig, swing, "left_upper_arm", 1, 2, -170.0, axis=(0.0, 0.0, 1.0))
+    keyed = sim.Motion(30.0, swing.root_translations, swing.rotations, times=np.array([0.0, 1.0]), name="keyed")
+    assert not keyed.is_uniform()
+    assert audit_motion(rig, swing).check("self_intersection").status == "pass"  # the two poses alone
+    played = audit_motion(rig, keyed.resample(30.0)).check("self_intersection")
+    check = audit_motion(rig, keyed).check("self_intersection")
+    assert played.status == "fail" and check.status == "fail", check.message
+    assert check.value == pytest.approx(played.value, rel=1e-9)
+    assert check.worst_frame == (0 if played.worst_frame <= 15 else 1)  # the key nearest the worst sample
+    assert "left_upper_arm" in check.body_parts
+
+
+def test_worst_frame_figure_can_show_a_joint_limit_failure(quadruped):
+    """Joint limits fail any excess (threshold 0), so their value/threshold ratio read 0 and the worst-frame figure
+    never showed them beside another failing check: a hind leg swung 100 deg forward (some 59 deg past the limits
+    of the clean walk, more than a whole margin) lost to a foot skate 2.1 times its threshold. A failing check
+    without a threshold now ranks 1 + value / severity_scale (the limits' margin)."""
+    rig, walk = quadruped
+    j = rig.joint_index("hind_left_upper_leg")
+    f = np.arange(walk.frame_count)
+    angle = np.where((f >= 2) & (f <= 26), np.sin(np.pi * (f - 2) / 24) ** 2, 0.0) * np.deg2rad(100.0)
+    q = sim.rotations.axis_angle_to_quat(np.stack([0.0 * angle, angle, 0.0 * angle], axis=-1))
+    rot = walk.rotations.copy()
+    rot[:, j] = sim.rotations.quat_multiply(q, rot[:, j])
+    swung = sim.Motion(walk.fps, walk.root_translations, rot, walk.translations, name="swung")
+    limits = derived_joint_limits(rig, [walk], AuditConfig())
+    report = audit_motion(rig, sunk(swung, 34, 44, 0.016), limits=limits)
+    check = report.check("joint_limits")
+    assert check.failed and check.details["severity_scale"] == AuditConfig().limit_margin_deg
+    others = [c for c in report.failed_checks if c.name != "joint_limits"]
+    assert others and max(c.value / c.threshold for c in others) < 1.0 + check.value / 45.0
+    assert report.worst_frame() == check.worst_frame
+    assert check.frame_ranges[0].start <= check.worst_frame < check.frame_ranges[0].stop
 
 
 def test_jitter_of_a_constant_acceleration_is_zero_to_the_clip_ends(biped):
