@@ -602,6 +602,16 @@ def _run(cfg: TrackConfig) -> int:
             print(f"interrupted while writing the outputs: {cfg.output} holds an incomplete run (no metrics.json);"
                   f" {again}", file=sys.stderr)  # fmt: skip
         return interrupt_exit_status(e)
+    except (OSError, InputError) as e:  # disk full, permissions changed, a file in the way while writing
+        resumable = cfg.method == "projection" and ckpt.is_file()
+        again = "--resume rewrites the outputs from the checkpoint" if resumable else "run it again"
+        if isinstance(e, OSError):
+            where = e.filename if e.filename is not None else cfg.output
+            what = f"{where}: cannot write ({e.strerror or e})"
+        else:
+            what = str(e)
+        print(f"error: {what}; {cfg.output} holds an incomplete run (no metrics.json); {again}", file=sys.stderr)
+        return 2
     if status:
         return status
     keys = ("body_pos_error_rel", "joint_angle_error_deg", "fell", "max_ground_penetration_m", "foot_skate_ratio",

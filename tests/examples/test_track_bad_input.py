@@ -155,3 +155,27 @@ def test_extreme_finite_numbers_are_refused_naming_the_option(tmp_path, stick, a
     proc = run(*FAST, "--motion", str(stick), "--output", str(out), *args, timeout=120)
     _one_line_error(proc, *fragments)
     assert not (tmp_path / "o").exists()
+
+
+def test_output_that_cannot_be_written_after_simulating_gives_one_line(tmp_path, stick, monkeypatch, capsys):
+    """A disk that fills up while the outputs are written (after the simulation): a traceback and exit 1; now one
+    ``error:`` line naming the file, saying the folder holds an incomplete run, and exit 2."""
+    import errno
+
+    import tyro
+    from example_scripts import load_example
+
+    ex = load_example(SCRIPT, "track_cli")
+    out = tmp_path / "out"
+    cfg = tyro.cli(ex.TrackConfig, args=["--motion", str(stick), "--output", str(out), *FAST])
+
+    def full(path, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(ex, "write_usdskel", full)
+    assert ex.main(cfg) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip() and not ln.startswith("Warp CUDA")]
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    for fragment in ("tracked.usda", "No space left on device", "incomplete run", "run it again"):
+        assert fragment in err[0], err[0]
+    assert not (out / "metrics.json").exists()
