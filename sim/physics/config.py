@@ -371,9 +371,9 @@ class ProjectionConfig:
     """Physics projection: optimize the PD target sequence so the simulated bodies follow the reference.
 
     Receding-horizon MPPI: in each window, ``samples`` perturbed target-offset sequences are rolled out in parallel
-    Newton worlds (contacts included), weighted by ``exp(-(cost - min) / (temperature x spread))`` (spread: twice the
-    median's distance above the min of the iteration's finite costs, so that one sample that fell does not flatten
-    the weights), averaged; the first ``commit_frames`` of the cheapest plan that does not blow up are kept, and
+    Newton worlds (contacts included), weighted by ``exp(-(cost - min) / (temperature x spread))`` (spread: max - min of
+    the iteration's finite costs inside Tukey's far fence, so that one sample that fell does not flatten the
+    weights), averaged; the first ``commit_frames`` of the cheapest plan that does not blow up are kept, and
     the window slides on.
     """
 

@@ -70,13 +70,14 @@ def _mppi_weights(cost: np.ndarray, temperature: float) -> np.ndarray:
     """Normalized MPPI weights ``exp(-(cost - min) / (temperature x scale))`` of the samples' costs (W,), 0 where
     a cost is not finite (at least one must be).
 
-    The scale is twice the median's distance above the cheapest sample (for evenly spread costs, their max - min),
-    robust to a few outliers: a sample that fell costs orders of magnitude more than the rest, and dividing by
-    max - min made every other sample weigh about the same.
+    The scale is max - min of the costs inside Tukey's far fence (third quartile + 3 interquartile ranges): a
+    sample that fell costs orders of magnitude more than the rest, and with it in the spread every other sample
+    weighed about the same. Without such outliers it is the plain max - min.
     """
     finite = np.isfinite(cost)
     c = cost[finite]
-    scale = max(2.0 * float(np.median(c) - c.min()), 1e-12)
+    q1, q3 = np.percentile(c, [25.0, 75.0])
+    scale = max(float(c[c <= q3 + 3.0 * (q3 - q1)].max() - c.min()), 1e-12)
     w = np.zeros(len(cost))
     w[finite] = np.exp(-(c - c.min()) / (temperature * scale))
     return w / w.sum()
