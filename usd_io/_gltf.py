@@ -88,8 +88,8 @@ def read_gltf(path: str | Path, *, scene: int | None = None) -> Asset:
     Raises:
         InputError: malformed file or unsupported content (non-uniform scale at or above joints, joint trees with
             no common ancestor, no skin), naming the file and the field; among them repeated or non-root
-            ``scenes[i].nodes`` entries, repeated skin joints, an inverseBindMatrices count other than the joint
-            count, a singular inverse bind matrix, key times that are not FLOAT, negative or so close that the
+            ``scenes[i].nodes`` entries, repeated skin joints, fewer inverseBindMatrices than joints, a
+            non-affine or singular inverse bind matrix, key times that are not FLOAT, negative or so close that the
             clip's rate exceeds :data:`usd_io._limits.MAX_MAGNITUDE`, a CUBICSPLINE rotation through zero.
 
     Warns:
@@ -165,7 +165,8 @@ def _scene_roots(doc: GltfDocument, tree: NodeTree, scene: int | None) -> list[i
 
 
 def _check_skins(doc: GltfDocument, tree: NodeTree, skins: list[int]) -> None:
-    """Each skin lists its joints once and, when it has inverseBindMatrices, one MAT4 per joint (glTF 2.0 5.28).
+    """Each skin lists its joints once and, when it has inverseBindMatrices, at least one MAT4 per joint (glTF 2.0
+    5.28: extra ones are unused).
 
     Raises:
         InputError: naming ``skins[s].joints[k]`` (a repeated joint) or ``skins[s].inverseBindMatrices``.
@@ -183,7 +184,7 @@ def _check_skins(doc: GltfDocument, tree: NodeTree, skins: list[int]) -> None:
         if acc is None:
             continue
         ibm = read_accessor(doc, acc)
-        if ibm.shape[1:] == (4, 4) and len(ibm) != len(joints):
+        if ibm.shape[1:] == (4, 4) and len(ibm) < len(joints):  # the spec allows more (the extra ones unused)
             raise doc.error(
                 f"{where}.inverseBindMatrices",
                 f"accessors[{acc}] holds {len(ibm)} MAT4 for {len(joints)} joints (one per joint is required)",

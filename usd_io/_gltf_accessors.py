@@ -156,6 +156,10 @@ def _apply_sparse(doc, sparse: dict, where: str, raw: np.ndarray, dtype: np.dtyp
     values = _read_block(doc, val_obj, f"{where}.values", dtype, shape, count)
     if indices.max() >= len(raw):
         raise doc.error(f"{where}.indices", f"index {int(indices.max())} >= accessor count {len(raw)}")
+    if len(indices) > 1 and not np.all(np.diff(indices) > 0):
+        k = int(np.argmax(np.diff(indices) <= 0)) + 1
+        raise doc.error(f"{where}.indices", f"indices must be strictly increasing: index {int(indices[k])} at"
+                        f" position {k} follows {int(indices[k - 1])}")  # fmt: skip
     raw[indices] = values
 
 

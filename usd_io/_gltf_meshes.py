@@ -158,6 +158,10 @@ def _influences(doc, attributes: dict, where: str, count: int) -> tuple[np.ndarr
         j = np.asarray(read_accessor(doc, acc))
         if j.ndim != 2 or j.shape[1] != 4 or j.dtype.kind != "i" or len(j) != count:
             raise doc.error(jw, f"accessors[{acc}] must be {count} VEC4 unsigned integers, got {j.shape} {j.dtype}")
+        if j.size and j.min() < 0:  # a signed component type: -1 would pick the skin's last joint
+            v = int(np.argwhere(j < 0)[0, 0])
+            raise doc.error(jw, f"accessors[{acc}] gives vertex {v} joint index {int(j.min())} (unsigned byte or"
+                                " short, at least 0)")  # fmt: skip
         joints.append(j)
         weights.append(_float_attribute(doc, attributes, f"WEIGHTS_{n}", where, 4, count))
         n += 1

@@ -166,6 +166,11 @@ def inverse_bind_matrices(
                 raise doc.error(
                     f"{where}.inverseBindMatrices", f"accessors[{acc}] holds values out of range (> {MAX_MAGNITUDE:g})"
                 )
+            off = np.abs(ibm[: len(joints), 3] - [0.0, 0.0, 0.0, 1.0]).max(axis=1) > 1e-6
+            if off.any():
+                k = int(np.argmax(off))
+                raise doc.error(f"{where}.inverseBindMatrices", f"accessors[{acc}] matrix {k}: last row"
+                                f" {ibm[k, 3].tolist()} is not [0, 0, 0, 1] (not an affine transform)")  # fmt: skip
         for k, n in enumerate(joints):
             j = index[n]
             scaled = np.diag([skeleton.scales[j]] * 3 + [1.0]) @ ibm[k] @ c_inv

@@ -298,6 +298,13 @@ class _Skeleton:
                 raise InputError(path, f"{where}.{field}", "non-finite matrix entries")
             if value is not None and too_large(value).any():
                 raise InputError(path, f"{where}.{field}", f"matrix entries out of range (> {MAX_MAGNITUDE:g})")
+            if value is not None:  # USD's row-vector matrices: the 4th column, here the 4th row
+                off = np.abs(value[:, 3] - [0.0, 0.0, 0.0, 1.0]).max(axis=1) > 1e-6
+                if off.any():
+                    j = int(np.argmax(off))
+                    column = value[j, 3].tolist()
+                    raise InputError(path, f"{where}.{field}", f"joint {names[j]!r}: the matrix's 4th column {column}"
+                                     " is not (0, 0, 0, 1) (not an affine transform)")  # fmt: skip
         rest_field = f"{where}.restTransforms"
         if rest is None:  # rest pose = bind pose, relative to the parent
             rest_field = f"{where}.bindTransforms"
@@ -687,7 +694,7 @@ def _read_animation(anim_prim, skeleton: _Skeleton, placement: _Placement, stage
     )
     fps = anim_prim.GetCustomDataByKey(FPS_CUSTOM_DATA_KEY)
     fps_field = f"{where}.customData:{FPS_CUSTOM_DATA_KEY}"
-    if not isinstance(fps, int | float) or not np.isfinite(fps) or fps <= 0:
+    if isinstance(fps, bool) or not isinstance(fps, int | float) or not np.isfinite(fps) or fps <= 0:  # True: 1
         spacing = np.diff(codes)
         if len(spacing) and np.allclose(spacing, spacing[0], rtol=1e-6, atol=0.0):
             fps = tcps / spacing[0]  # evenly sampled: its sampling rate (framesPerSecond is a playback hint)
@@ -831,8 +838,15 @@ def read_usdskel(path: str | Path, *, skeleton: str | None = None) -> Asset:
     anim_query = skel_query.GetAnimQuery() if skel_query else None
     if anim_query:
         anim_prims.append(anim_query.GetPrim())
+    others = set()  # the animation sources of the other skeletons of the SkelRoot: their clips, not this one's
     for prim in Usd.PrimRange(root_prim, predicate):
-        if prim.IsA(UsdSkel.Animation) and prim not in anim_prims:
+        if prim.IsA(UsdSkel.Skeleton) and prim != skel_prim:
+            query = cache.GetSkelQuery(UsdSkel.Skeleton(prim))
+            source = query.GetAnimQuery() if query else None
+            if source:
+                others.add(source.GetPrim().GetPath())
+    for prim in Usd.PrimRange(root_prim, predicate):
+        if prim.IsA(UsdSkel.Animation) and prim not in anim_prims and prim.GetPath() not in others:
             anim_prims.append(prim)
     clips: dict[str, Motion] = {}
     for prim in anim_prims:

@@ -894,3 +894,65 @@ def test_malformed_json_fields_never_leak_other_exceptions(tmp_path):
             except InputError:
                 errors += 1
     assert errors > 50
+
+
+def _strip_skin(tmp_path: Path, joints, ctype) -> Path:
+    """A two-joint strip whose vertices are all weighted to skin joint ``joints`` (VEC4 rows) of type ``ctype``."""
+    b = B.GltfBuilder()
+    pts = B.strip_points()
+    tip = b.node("tip", translation=[0, 1, 0])
+    root = b.node("root", children=[tip])
+    weights = np.tile([1.0, 0.0, 0.0, 0.0], (len(pts), 1))
+    attributes = {"POSITION": b.accessor(pts), "JOINTS_0": b.accessor(np.tile(joints, (len(pts), 1)), ctype),
+                  "WEIGHTS_0": b.accessor(weights)}  # fmt: skip
+    prim = {"attributes": attributes, "indices": b.accessor(B.strip_indices(), B.USHORT)}
+    body = b.node("body", mesh=b.mesh([prim]), skin=b.skin([root, tip]))
+    b.roots(body, root)
+    return b.write(tmp_path / "strip.gltf")
+
+
+def test_negative_joint_index_is_refused(tmp_path):
+    """JOINTS_n are unsigned; a signed byte -1 indexed the skin's joint list from its end: every vertex rode on the
+    last joint, silently."""
+    read_gltf(_strip_skin(tmp_path, [0, 0, 0, 0], B.BYTE))  # a signed type holding valid indices still reads
+    with pytest.raises(InputError, match=r"JOINTS_0: accessors\[\d+\] gives vertex 0 joint index -1") as info:
+        read_gltf(_strip_skin(tmp_path, [-1, 0, 0, 0], B.BYTE))
+    assert info.value.field == "meshes[0].primitives[0].attributes.JOINTS_0"
+
+
+def test_projective_inverse_bind_matrix_is_refused(tmp_path):
+    """Skinning uses the top three rows, the bind pose inverts all four: a last row [0, 0.5, 0, 1] moved a rigid
+    mesh on that joint to 2/3 of its height without a word."""
+    b = B.minimal_skin()
+    ibm = np.linalg.inv([B.trs_matrix(), B.trs_matrix(t=(0, 1, 0))])
+    ibm[1, 3] = [0.0, 0.5, 0.0, 1.0]
+    b.doc["skins"][0]["inverseBindMatrices"] = b.accessor(ibm)
+    with pytest.raises(InputError, match=r"matrix 1: last row \[0.0, 0.5, 0.0, 1.0\] is not \[0, 0, 0, 1\]") as info:
+        read_gltf(b.write(tmp_path / "projective.gltf"))
+    assert info.value.field == "skins[0].inverseBindMatrices"
+
+
+def test_more_inverse_bind_matrices_than_joints_are_allowed(tmp_path):
+    """glTF 2.0: the accessor's count MUST be at least the joint count (extra matrices are unused); it was refused."""
+    good = B.minimal_skin()
+    extra = B.minimal_skin()
+    ibm = np.linalg.inv([B.trs_matrix(), B.trs_matrix(t=(0, 1, 0)), B.trs_matrix(t=(5, 5, 5))])
+    good.doc["skins"][0]["inverseBindMatrices"] = good.accessor(ibm[:2])
+    extra.doc["skins"][0]["inverseBindMatrices"] = extra.accessor(ibm)
+    a, b = read_gltf(good.write(tmp_path / "two.gltf")), read_gltf(extra.write(tmp_path / "three.gltf"))
+    np.testing.assert_array_equal(a.rig.inverse_bind_matrices, b.rig.inverse_bind_matrices)
+    np.testing.assert_array_equal(a.rig.meshes[0].points, b.rig.meshes[0].points)
+    fewer = B.minimal_skin()
+    fewer.doc["skins"][0]["inverseBindMatrices"] = fewer.accessor(ibm[:1])
+    with pytest.raises(InputError, match="holds 1 MAT4 for 2 joints"):
+        read_gltf(fewer.write(tmp_path / "one.gltf"))
+
+
+def test_sparse_indices_must_increase(tmp_path):
+    """The spec requires strictly increasing sparse indices; [3, 1, 3] was applied with the last value winning."""
+    b = B.minimal_skin()
+    prim = b.doc["meshes"][0]["primitives"][0]
+    prim["attributes"]["POSITION"] = b.accessor(B.strip_points(), sparse=([3, 1, 3], [[9, 9, 9], [5, 5, 5], [7, 7, 7]]))
+    with pytest.raises(InputError, match=r"strictly increasing: index 1 at position 1 follows 3") as info:
+        read_gltf(b.write(tmp_path / "sparse.gltf"))
+    assert info.value.field.endswith(".sparse.indices")

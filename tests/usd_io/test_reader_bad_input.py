@@ -269,15 +269,15 @@ GLTF_BAD = {
     "integer key times": (_int_times, "animations[0].samplers[0].input", "componentType 5125: key times must be FLOAT"),
     # a rate of 1e30 per second was accepted
     "keys 1e-30 s apart": (_key_times([0.0, 1e-30]), "animations[0]", "frame rate 1e+30 per second is out of range"),
-    "more inverse bind matrices than joints": (
-        _edit("skins.0.inverseBindMatrices", lambda b: b.accessor(np.stack([np.eye(4)] * 5))),
+    "fewer inverse bind matrices than joints": (  # more are allowed (glTF 2.0: at least one per joint)
+        _edit("skins.0.inverseBindMatrices", lambda b: b.accessor(np.stack([np.eye(4)] * 1))),
         "skins[0].inverseBindMatrices",
-        "holds 5 MAT4 for 2 joints",
+        "holds 1 MAT4 for 2 joints",
     ),
     "skin joint twice": (_edit("skins.0.joints", [1, 0, 0]), "skins[0].joints[2]", "nodes[0] 'tip' is listed twice"),
     # was reported with the field 'skins' only
     "zero inverse bind matrix": (
-        _edit("skins.0.inverseBindMatrices", lambda b: b.accessor(np.zeros((2, 4, 4)))),
+        _edit("skins.0.inverseBindMatrices", lambda b: b.accessor(np.tile(np.diag([0.0, 0.0, 0.0, 1.0]), (2, 1, 1)))),
         "skins[0].inverseBindMatrices",
         "matrix 0 (joint 0, nodes[1] 'root') is singular",
     ),

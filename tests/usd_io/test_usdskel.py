@@ -1260,3 +1260,66 @@ def test_failed_export_keeps_previous_file(tmp_path, rig, clips, monkeypatch):
     assert (err.value.path, err.value.field) == (str(target), "output")
     assert target.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rig.usda"]
+
+
+def test_boolean_fps_custom_data_falls_back_to_the_sampling_rate(tmp_path):
+    """``kinedistill:fps = True`` is a Python int 1: the clip read as 1 fps; it is now ignored like any non-number."""
+    path = tmp_path / "bool_fps.usda"
+    stage = _skeleton_stage(path, ["a", "a/b"], bind=2, rest=2)
+    stage.SetTimeCodesPerSecond(24.0)
+    anim = UsdSkel.Animation.Define(stage, "/Root/Anim")
+    anim.CreateJointsAttr(["a/b"])
+    for code in (0.0, 1.0, 2.0):
+        anim.CreateRotationsAttr().Set(Vt.QuatfArray([Gf.Quatf(1.0, 0.0, 0.0, 0.0)]), code)
+    anim.GetPrim().SetCustomDataByKey("kinedistill:fps", True)
+    stage.Save()
+    with pytest.warns(UsdSkelWarning):  # translations / scales not authored
+        assert read_usdskel(path).clip().fps == pytest.approx(24.0)
+
+
+@pytest.mark.parametrize("field", ["restTransforms", "bindTransforms"])
+def test_projective_joint_matrix_is_refused(tmp_path, field):
+    """A matrix whose 4th column is not (0, 0, 0, 1): the rest value lost it silently, the bind value became a
+    wrong inverse bind matrix."""
+    path = tmp_path / "projective.usda"
+    stage = _skeleton_stage(path, ["a", "a/b"], **{field[:4]: 2})
+    bad = Gf.Matrix4d(1.0)
+    bad.SetColumn(3, Gf.Vec4d(0.5, 0.0, 0.0, 1.0))
+    UsdSkel.Skeleton(stage.GetPrimAtPath("/Root/Skeleton")).GetPrim().GetAttribute(field).Set(
+        Vt.Matrix4dArray([Gf.Matrix4d(1.0), bad])
+    )
+    stage.Save()
+    with pytest.raises(InputError) as err:
+        read_usdskel(path)
+    assert err.value.field == f"/Root/Skeleton.{field}"
+    assert "joint 'b'" in err.value.problem and "not an affine transform" in err.value.problem
+
+
+def test_other_skeletons_animation_is_not_a_clip_of_this_one(tmp_path):
+    """Two skeletons in one SkelRoot with the same joint names, each with its own animation source: reading one
+    gave it the other's animation as a second clip."""
+    path = tmp_path / "two.usda"
+    stage = Usd.Stage.CreateNew(str(path))
+    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
+    root = UsdSkel.Root.Define(stage, "/Root")
+    stage.SetDefaultPrim(root.GetPrim())
+    for who, angle in (("A", 0.0), ("B", 90.0)):
+        skel = UsdSkel.Skeleton.Define(stage, f"/Root/{who}/Skel")
+        skel.CreateJointsAttr(["hips", "hips/spine"])
+        skel.CreateRestTransformsAttr(
+            Vt.Matrix4dArray([Gf.Matrix4d(1.0).SetTranslate(Gf.Vec3d(0, 0, z)) for z in (1, 0.5)])
+        )
+        anim = UsdSkel.Animation.Define(stage, f"/Root/{who}/Anim_{who}")
+        anim.CreateJointsAttr(["hips", "hips/spine"])
+        q = Gf.Quatf(Gf.Rotation(Gf.Vec3d(1, 0, 0), angle).GetQuat())
+        for code in (0.0, 1.0):
+            anim.CreateRotationsAttr().Set(Vt.QuatfArray([q, q]), code)
+        anim.CreateTranslationsAttr().Set(Vt.Vec3fArray([(0, 0, 1), (0, 0, 0.5)]), 0.0)
+        UsdSkel.BindingAPI.Apply(skel.GetPrim()).CreateAnimationSourceRel().SetTargets([anim.GetPath()])
+    stage.Save()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UsdSkelWarning)
+        assert list(read_usdskel(path, skeleton="/Root/A/Skel").clips) == ["Anim_A"]
+        assert list(read_usdskel(path, skeleton="/Root/B/Skel").clips) == ["Anim_B"]
