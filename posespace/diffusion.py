@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._checks import check_fraction, check_number
+from ._checks import check_fraction, check_int, check_number
 from .model import PoseDenoiser
 
 __all__ = ["Conditioning", "DiffusionConfig", "GaussianDiffusion"]
@@ -111,7 +111,10 @@ class GaussianDiffusion:
 
     @staticmethod
     def schedule(steps: int, t_start: float = 1.0, t_end: float = 0.0) -> list[float]:
-        """``steps + 1`` evenly spaced times from ``t_start`` to ``t_end``."""
+        """``steps + 1`` evenly spaced times from ``t_start`` to ``t_end`` (both diffusion times in [0, 1]: the
+        schedule is not monotonic outside)."""
+        steps = check_int("steps", steps, 1)
+        t_start, t_end = check_fraction("t_start", t_start), check_fraction("t_end", t_end)
         return [t_start + (t_end - t_start) * i / steps for i in range(steps + 1)]
 
     @torch.no_grad()
@@ -156,17 +159,25 @@ class GaussianDiffusion:
         generator: torch.Generator | None = None,
         x0_fn: Callable[[torch.Tensor, float], torch.Tensor] | None = None,
         temperature: float = 1.0,
+        noise: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Clean poses from noise, shape (B, J, 6) (model units).
 
         Args:
+            generator: draws the initial noise (on its own device, then moved to the mask's) when ``noise`` is None.
             temperature: standard deviation of the initial noise (1: the prior of the diffusion; below 1:
                 truncated sampling, nearer the modes).
+            noise: the unit initial noise, shape (B, J, 6), instead of drawing it.
         """
         if not temperature >= 0.0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
         shape = (*cond.mask.shape, 6)
-        noise = torch.randn(shape, generator=generator, device=cond.mask.device) * float(temperature)
+        if noise is None:
+            device = generator.device if generator is not None else cond.mask.device
+            noise = torch.randn(shape, generator=generator, device=device)
+        elif tuple(noise.shape) != shape:
+            raise ValueError(f"noise: expected shape {shape}, got {tuple(noise.shape)}")
+        noise = noise.to(cond.mask.device) * float(temperature)
         return self.ddim(model, noise, cond, self.schedule(steps), x0_fn)
 
     def invert(self, model: PoseDenoiser, x0: torch.Tensor, cond: Conditioning, t_end: float, steps: int):

@@ -169,7 +169,7 @@ class PoseSpace:
         self.model = model.eval()
         for p in self.model.parameters():
             p.requires_grad_(False)
-        self.scale = float(scale)
+        self.scale = check_number("scale", scale, 0.0, strict=True)  # 0 / NaN failed deep inside; < 0 flipped tokens
         self.calibrations = dict(calibrations or {})
         self.validator_config = validator_config or ValidatorConfig()
         self.sampling = (sampling or SamplingConfig()).check()
@@ -390,14 +390,14 @@ class PoseSpace:
         """``n`` sampled poses in 6D form, shape (n, J, 6)."""
         n = check_int("n", n, 1)
         ctx = self.context(rig)
-        gen = torch.Generator().manual_seed(int(seed)) if seed is not None else None
         loss = self._validator_loss(ctx)
         out = []
         for start in range(0, n, self.sampling.batch):
             m = min(self.sampling.batch, n - start)
-            x = self.diffusion.sample(self.model, ctx.cond(m), self.sampling.steps, gen,
-                                      self._guide(ctx, loss) if guidance else None,
-                                      self.sampling.temperature)  # fmt: skip
+            cond = ctx.cond(m)
+            x = self.diffusion.sample(self.model, cond, self.sampling.steps, None,
+                                      self._guide(ctx, loss) if guidance else None, self.sampling.temperature,
+                                      _seeded_noise(seed, start, cond))  # fmt: skip
             if guidance:
                 x = self._polyak(ctx, x, loss, self.sampling.polish_iters, self.sampling.guidance_damping)
             out.append(self.to_pose(ctx, x).numpy())
@@ -442,8 +442,13 @@ class PoseSpace:
     ) -> np.ndarray:
         """Poses whose joints reach the handle positions, shape (N, J, 6).
 
+        Poses have no heading: the handles are read with the character facing its rest heading (the root may
+        tilt, not turn about up). Handles taken from a character turned about up are reached by twisting the body,
+        which the validators then flag: turn them back about the root first.
+
         Args:
-            handles: joint name or index -> target position(s) in skeleton space [m], shape (3,) or (N, 3).
+            handles: joint name or index -> target position(s) in skeleton space [m], shape (3,) or (N, 3). A
+                handle on the root places it (as ``root_translation``, which it must then agree with).
             root_translation: root position(s) [m], (3,) or (N, 3); the rest position when None.
         """
         ctx, s = self.context(rig), self.sampling
@@ -451,7 +456,6 @@ class PoseSpace:
         idx, targets, root = _check_handles(rig, handles, root_translation)
         targets = targets - root[:, None, :]
         n = len(targets)
-        gen = torch.Generator().manual_seed(int(seed)) if seed is not None else None
         val = self._validator_loss(ctx)
         out = []
         for start in range(0, n, s.batch):
@@ -466,7 +470,9 @@ class PoseSpace:
             def both(x, rows, r=residuals):
                 return (r(x, rows) ** 2).sum(1) + s.ik_validator_weight * val(x)
 
-            x0 = self.diffusion.sample(self.model, ctx.cond(m), s.ik_steps, gen, self._guide_all(ctx, both))
+            cond = ctx.cond(m)
+            x0 = self.diffusion.sample(self.model, cond, s.ik_steps, None, self._guide_all(ctx, both),
+                                       noise=_seeded_noise(seed, start, cond))  # fmt: skip
             out.append(self._constrained_dls(ctx, x0, idx, targets[start : start + s.batch]))
         return _orthonormal(np.concatenate(out))
 
@@ -508,8 +514,8 @@ class PoseSpace:
         ``root_translation`` (the rest position when None): the frame the handles are given in."""
         poses = self.ik_poses(rig, handles, root_translation, seed)
         motion = self.pose_rig(rig).decode(poses, name="ik", on_ground=False)
-        root = rig.rest_translations[0] if root_translation is None else root_translation
-        root = np.broadcast_to(np.asarray(root, dtype=np.float64), (len(poses), 3))
+        root = _check_handles(rig, handles, root_translation)[2]  # a handle on the root places it
+        root = np.broadcast_to(root, (len(poses), 3)).astype(np.float64)
         return Motion(motion.fps, root, motion.rotations, name="ik")
 
     def interpolate_poses(self, rig: Rig, a: np.ndarray, b: np.ndarray, steps: int) -> np.ndarray:
@@ -517,12 +523,17 @@ class PoseSpace:
 
         Both ends are DDIM-inverted to ``interpolation_time``, the latents are slerped, every latent is
         denoised (validator guidance on), and the ends' reconstruction errors are spread along the path (see
-        ``_pinned_ends``): its ends are the given poses and it has no jump at its first or last step.
+        ``_pinned_ends``): its ends are the given poses (made exact rotations, without heading, the inactive
+        joints at rest, as every pose of the path) and it has no jump at its first or last step.
         """
         ctx, s = self.context(rig), self.sampling
         a = _check_poses("a", a, ctx.pose_rig, batched=False)
         b = _check_poses("b", b, ctx.pose_rig, batched=False)
         steps = check_int("steps", steps, 2)
+        # the ends as the path's poses are: exact rotations, no heading, inactive joints at rest (copied raw they
+        # made the path jump at its first and last step)
+        a, b = _orthonormal(np.stack([a, b]))
+        a[~ctx.pose_rig.active] = b[~ctx.pose_rig.active] = IDENTITY_6D
         x0 = self.to_model(ctx, np.stack([a, b]))
         cond2 = ctx.cond(2)
         z = self.diffusion.invert(self.model, x0, cond2, s.interpolation_time, s.interpolation_steps)
@@ -810,6 +821,19 @@ def _check_handles(
         if arr.shape[-1:] != (3,) or arr.ndim not in (1, 2) or arr.size == 0:
             raise ValueError(f"handles[{key!r}]: expected a position of shape (3,) or (N, 3) [m], got {arr.shape}")
         rows.append(np.atleast_2d(arr))
+    keys = list(handles)
+    on_root = [k for k, i in enumerate(idx) if rig.parents[i] < 0]
+    if on_root:  # the IK holds the root in place: a handle on it is where the root goes
+        k = on_root[0]
+        if root_translation is not None:
+            given = np.atleast_2d(_finite("root_translation", root_translation, "(3,) or (N, 3)"))
+            if given.shape[-1:] != (3,) or not np.allclose(given, rows[k], rtol=0.0, atol=1e-9):
+                raise ValueError(f"handles[{keys[k]!r}] (the root) and root_translation disagree; give one of them")
+        root_translation = rows[k]
+        del idx[k], rows[k]
+        if not idx:
+            raise ValueError(f"handles: only the root ({keys[k]!r}) has a handle, which places it; give at least one"
+                             " other joint")  # fmt: skip
     root = rig.rest_translations[0] if root_translation is None else root_translation
     root = np.atleast_2d(_finite("root_translation", root, "(3,) or (N, 3)"))
     if root.shape[-1] != 3 or root.ndim != 2 or len(root) == 0:
@@ -827,6 +851,21 @@ def tokens_to_poses(x: torch.Tensor, active_index: torch.Tensor, joint_count: in
     full = x.new_zeros((x.shape[0], joint_count, 6))
     full[:, active_index] = scale * x
     return torch.as_tensor(IDENTITY_6D, dtype=x.dtype, device=x.device) + full
+
+
+def _seeded_noise(seed: int | None, first: int, cond: Conditioning) -> torch.Tensor | None:
+    """Unit initial noise (M, A, 6) for poses ``first .. first + M - 1`` of a seeded call, each pose from its own
+    stream of ``seed``: a pose does not depend on how many poses the call asks for nor on ``SamplingConfig.batch``
+    (one generator over the chunks gave pose 0 of n = 1 and of n = 2 different noise: torch draws normals in
+    blocks of 16). None without a seed (fresh noise)."""
+    if seed is None:
+        return None
+    shape = (*cond.mask.shape[1:], 6)
+    out = torch.empty((cond.mask.shape[0], *shape))
+    for k in range(len(out)):
+        state = np.random.SeedSequence([int(seed) % 2**63, first + k]).generate_state(1, np.uint64)[0]
+        out[k] = torch.randn(shape, generator=torch.Generator().manual_seed(int(state) >> 1))
+    return out
 
 
 def _orthonormal(poses: np.ndarray) -> np.ndarray:

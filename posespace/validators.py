@@ -484,6 +484,9 @@ class PoseValidators:
         return self._measures(x, screen=True)
 
     def _measures(self, x: torch.Tensor, screen: bool) -> dict[str, torch.Tensor]:
+        if not torch.is_tensor(x):
+            raise TypeError(f"x: poses must be a torch tensor (N, J, 6), got {type(x).__name__}")
+        x = x.to(dtype=self.dtype, device=self.device)  # the kernels' precision (float64 failed inside Warp)
         if x.shape[0] == 0:  # (Warp cannot wrap the empty arrays of skinning; still attached to x's graph)
             z = 0.0 * x.sum()
             J, B, P = self.pose_rig.joint_count, self._blend[1].shape[0], len(self.pairs)

@@ -586,3 +586,97 @@ def test_evaluation_of_a_short_heldout_clip_records_no_prdc(trained):
     assert out["sample_validity"]["valid"] >= 0.0 and "ik" in out and "interpolation" in out  # the rest counts
     with pytest.raises(ValueError, match=r"EvalConfig.samples: PRDC needs more samples than EvalConfig.prdc_k"):
         evaluate_rig(space, rig, ps.rigs[0].poses, EvalConfig(samples=5))
+
+
+SEED_ROUNDOFF = 1e-5  # 6D components: float32 round-off of the network run on batches of another size
+
+
+def test_seeded_poses_do_not_depend_on_the_count_or_the_batch(trained):
+    """One generator over the chunks: pose 0 of n = 1 and of n = 2 differed (torch draws normals in blocks of 16),
+    and the poses changed with SamplingConfig.batch, which reads as a memory setting. Each pose has its own stream."""
+    space, rig, _, _, _ = trained
+    four = space.sample_poses(rig, 4, seed=3, guidance=False)
+    # (float32 round-off of another batch size only: before, the poses differed by up to 0.97 in 6D)
+    np.testing.assert_allclose(space.sample_poses(rig, 1, seed=3, guidance=False)[0], four[0], atol=SEED_ROUNDOFF)
+    np.testing.assert_allclose(space.with_sampling(batch=3).sample_poses(rig, 4, seed=3, guidance=False), four,
+                               atol=SEED_ROUNDOFF)  # fmt: skip
+    assert not np.allclose(four[0], four[1])  # the streams differ between poses
+    assert not np.allclose(space.sample_poses(rig, 1, seed=4, guidance=False)[0], four[0])
+    pr = space.pose_rig(rig)
+    target = joint_positions(pr, four[:2]) + rig.rest_translations[0]
+    hand = rig.joint_index("left_hand")
+    both = space.ik_poses(rig, {hand: target[:, hand]}, seed=1)
+    np.testing.assert_allclose(space.ik_poses(rig, {hand: target[:1, hand]}, seed=1)[0], both[0], atol=SEED_ROUNDOFF)
+
+
+def test_a_handle_on_the_root_places_the_root(trained):
+    """The IK holds the root in place: a handle on it was accepted and silently missed (by 0.3 m here)."""
+    space, rig, _, _, _ = trained
+    pr = space.pose_rig(rig)
+    root_name = rig.joint_names[0]
+    rest = joint_positions(pr, pr.rest_pose(1))[0] + rig.rest_translations[0]
+    moved = rig.rest_translations[0] + np.array([0.3, 0.0, 0.0])
+    hand = rig.joint_index("left_hand")
+    motion = space.ik(rig, {root_name: moved, "left_hand": rest[hand] + [0.3, 0.0, 0.0]}, seed=0)
+    np.testing.assert_allclose(motion.root_translations[0], moved)
+    np.testing.assert_allclose(
+        space.ik(rig, {"left_hand": rest[hand] + [0.3, 0.0, 0.0]}, root_translation=moved, seed=0).rotations,
+        motion.rotations,
+    )
+    with pytest.raises(ValueError, match=rf"handles\['{root_name}'\] \(the root\) and root_translation disagree"):
+        space.ik(rig, {root_name: moved, "left_hand": rest[hand]}, root_translation=rig.rest_translations[0])
+    with pytest.raises(ValueError, match=rf"only the root \('{root_name}'\) has a handle"):
+        space.ik_poses(rig, {root_name: moved})
+
+
+def test_interpolation_ends_are_cleaned_like_its_poses(trained):
+    """The ends were copied as given: a root twisted 0.8 rad about up (x in the canonical frame), or a pose scaled
+    by 3, made the path jump
+    at its first or last step. They are made exact, heading-free rotations like every pose of the path."""
+    space, rig, ps, _, _ = trained
+    pr = space.pose_rig(rig)
+    a, b = ps.rigs[0].poses[0], ps.rigs[0].poses[30]
+    twisted = sim.rotations.quat_to_rot6d(
+        sim.rotations.quat_multiply(axis_angle_to_quat(np.array([0.8, 0.0, 0.0])), sim.rotations.rot6d_to_quat(a[0]))
+    )
+    a_bad = a.copy()
+    a_bad[0] = twisted
+    path = space.interpolate_poses(rig, a_bad, 3.0 * b, 7)
+    clean = space.interpolate_poses(rig, a, b, 7)
+    np.testing.assert_allclose(joint_positions(pr, path), joint_positions(pr, clean), atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(path[..., :3], axis=-1), 1.0, atol=ORTHO_TOL)
+
+
+def test_scale_and_diffusion_arguments_are_checked(trained):
+    """PoseSpace(scale=0 / NaN) failed deep inside with a 6D-rotation error, a negative scale flipped the tokens;
+    GaussianDiffusion.sample(steps=0) raised ZeroDivisionError, steps=-1 returned raw noise as poses, times
+    outside [0, 1] ran on a schedule that is not monotonic there."""
+    from posespace.diffusion import GaussianDiffusion
+
+    space, rig, _, _, _ = trained
+    for bad in (0.0, float("nan"), -0.3):
+        with pytest.raises(ValueError, match="scale: must be a finite number > 0"):
+            PoseSpace(space.model, bad)
+    diffusion, cond = space.diffusion, space.context(rig).cond(2)
+    for steps in (0, -1, 1.5):
+        with pytest.raises(ValueError, match="steps: must be an integer >= 1"):
+            diffusion.sample(space.model, cond, steps)
+    for t in (1.5, -0.5):
+        with pytest.raises(ValueError, match="t_end"):
+            GaussianDiffusion.schedule(4, 0.0, t)
+    noise = torch.zeros((2, *cond.mask.shape[1:], 6))
+    with pytest.raises(ValueError, match="noise: expected shape"):
+        diffusion.sample(space.model, cond, 2, noise=noise[:1])
+
+
+def test_validators_take_float64_poses(trained):
+    """measures() / loss() of float64 poses failed inside Warp ('Cannot convert Torch type torch.float64'); they are
+    cast to the validators' precision, with the gradient carried back."""
+    space, rig, ps, _, _ = trained
+    val = space.validators(rig)
+    x32 = torch.as_tensor(ps.rigs[0].poses[:3], dtype=val.dtype)
+    x64 = x32.double().requires_grad_(True)
+    loss = val.loss(x64)
+    np.testing.assert_allclose(loss.detach().numpy(), val.loss(x32).detach().numpy())
+    loss.sum().backward()
+    assert x64.grad is not None and x64.grad.dtype == torch.float64 and torch.isfinite(x64.grad).all()
