@@ -251,7 +251,12 @@ def _split_glb(path: Path, data: bytes) -> tuple[bytes, bytes | None]:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(float(value))
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # a JSON integer beyond float range
+        return False
 
 
 def _short(value: Any, limit: int = 60) -> str:

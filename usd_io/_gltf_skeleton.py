@@ -127,6 +127,16 @@ def build_skeleton(doc: GltfDocument, tree: NodeTree, skins: list[int]) -> Skele
     pose_nodes = sorted({a for n in nodes for a in tree.ancestors(n)} | set(nodes))
     local_scale = {n: tree.uniform_scale(doc, n) for n in pose_nodes}
     scales = np.array([np.prod([local_scale[a] for a in [n, *tree.ancestors(n)]]) for n in nodes])
+    with np.errstate(over="ignore", divide="ignore"):
+        bad = ~np.isfinite(scales) | too_large(scales) | too_large(1.0 / scales)
+    if bad.any():  # each node's scale is bounded, their product down a deep chain is not
+        n = nodes[int(np.argmax(bad))]
+        chain = [tree.label(a) for a in [n, *tree.ancestors(n)] if local_scale[a] != 1.0]
+        raise doc.error(
+            f"nodes[{n}].scale",
+            f"the scales down to {tree.label(n)} multiply to {scales[bad][0]:.3g}, out of range (1/{MAX_MAGNITUDE:g}"
+            f" .. {MAX_MAGNITUDE:g}); scaled nodes: {', '.join(chain[:6])}",
+        )
     names = unique_names([tree.names[n] or f"node{n}" for n in nodes])
     return Skeleton(nodes, parents, names, scales, pose_nodes, promoted)
 

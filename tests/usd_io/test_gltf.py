@@ -956,3 +956,31 @@ def test_sparse_indices_must_increase(tmp_path):
     with pytest.raises(InputError, match=r"strictly increasing: index 1 at position 1 follows 3") as info:
         read_gltf(b.write(tmp_path / "sparse.gltf"))
     assert info.value.field.endswith(".sparse.indices")
+
+
+def test_scales_multiplying_out_of_range_are_refused(tmp_path):
+    """Each node's scale is bounded, their product was not: four ancestors at 1e5 loaded with rest translations of
+    1e20 (beyond the reader's own 1e15 limit), sixty failed in an SVD with the field 'document'."""
+    for count in (4, 60):
+        b = B.minimal_skin()
+        top = 1  # the root joint
+        for k in range(count):
+            top = b.node(f"s{k}", scale=[1e5] * 3, children=[top])
+        b.roots(2, top)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(InputError, match=r"scales down to .* multiply to .* out of range") as info:
+                read_gltf(b.write(tmp_path / f"scaled{count}.gltf"))
+        assert info.value.field.startswith("nodes[") and info.value.field.endswith("].scale")
+
+
+def test_integer_beyond_float_range_names_its_field(tmp_path):
+    """A JSON integer of 400 digits reached float() unguarded: 'document: malformed glTF (OverflowError ...)'."""
+    path = B.minimal_skin().write(tmp_path / "huge.gltf")
+    doc = json.loads(path.read_text())
+    node = next(i for i, n in enumerate(doc["nodes"]) if "translation" in n)
+    text = json.dumps(doc).replace(json.dumps(doc["nodes"][node]["translation"]), "[0.0, 1" + "0" * 400 + ", 0.0]", 1)
+    path.write_text(text)
+    with pytest.raises(InputError) as info:
+        read_gltf(path)
+    assert info.value.field == f"nodes[{node}].translation"
