@@ -27,6 +27,7 @@ and 143 on SIGTERM (kill, docker stop, a Slurm time limit: handled as Ctrl-C is)
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -55,7 +56,7 @@ from posespace import (  # noqa: E402
 )
 from posespace.evaluation import load_zero_shot  # noqa: E402
 from posespace.training import DEFAULT_HELDOUT, DEFAULT_TRAIN_DATA  # noqa: E402
-from sim import Motion, RigError  # noqa: E402
+from sim import Motion, RigError, pose_motion  # noqa: E402
 from sim.audit import audit_motion  # noqa: E402
 from usd_io import (  # noqa: E402
     AUDIT_FILES,
@@ -117,6 +118,10 @@ class Ik:
     """Instead of --handles: take the end-effector positions of these frames of the rig's clip (one pose each)."""
     clip: str | None = None
     """Clip for --handles-from-frames (default: the first)."""
+    heading_deg: float = 0.0
+    """The character's facing [deg], counter-clockwise about up from its rest heading, for handles measured on a
+    turned character: poses have no heading, so the handles are turned back by it, solved, and the written poses
+    turned by it (without it a turned character's handles are reached by twisting the body)."""
     seed: int = 0
     """Random seed."""
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
@@ -311,6 +316,8 @@ def run_ik(cfg: Ik) -> str:
         raise ValueError("--handles / --handles-from-frames: give one or the other")
     if not cfg.handles and not cfg.handles_from_frames:
         raise ValueError("--handles: give --handles JOINT=X,Y,Z or --handles-from-frames")
+    if not math.isfinite(cfg.heading_deg):
+        raise ValueError(f"--heading-deg: must be a finite angle [deg], got {cfg.heading_deg}")
     _check_output(cfg)
     space = _load_space(cfg)
     asset = load_asset(cfg.rig)
@@ -327,7 +334,7 @@ def run_ik(cfg: Ik) -> str:
     t0 = time.perf_counter()
     flag = "--handles" if cfg.handles else "--handles-from-frames"
     try:
-        motion = space.ik(rig, handles, seed=cfg.seed)
+        motion = space.ik(rig, handles, seed=cfg.seed, heading=math.radians(cfg.heading_deg))
     except InputError:
         raise
     except (ValueError, FloatingPointError) as e:  # e.g. a solve gone non-finite: name the handles, not a quaternion
@@ -336,7 +343,7 @@ def run_ik(cfg: Ik) -> str:
         raise InputError(cfg.rig, flag, "the IK solve for these handles gave non-finite poses")
     seconds = time.perf_counter() - t0
     poses = pr.encode(motion)
-    pos = joint_positions(pr, poses) + rig.rest_translations[0]
+    pos = pose_motion(rig, motion)[0]  # the poses as solved, turned by the heading
     idx = [rig.joint_index(k) for k in handles]
     target = np.stack([np.atleast_2d(v) for v in handles.values()], axis=1)
     err = np.linalg.norm(pos[:, idx] - target, axis=-1) / rig.height()

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from sim import Motion, Rig
-from sim.rotations import quat_to_rot6d, rot6d_to_quat
+from sim.rotations import axis_angle_to_quat, quat_multiply, quat_rotate, quat_to_rot6d, rot6d_to_quat
 
 from ._checks import check_int, check_number, is_real
 from ._solvers import damped_least_squares_ik
@@ -509,14 +509,29 @@ class PoseSpace:
         handles: Mapping[str | int, np.ndarray],
         root_translation: np.ndarray | None = None,
         seed: int | None = None,
+        heading: float = 0.0,
     ) -> Motion:
         """Poses reaching sparse joint-position handles (see :meth:`ik_poses`), one per frame, the root at
-        ``root_translation`` (the rest position when None): the frame the handles are given in."""
-        poses = self.ik_poses(rig, handles, root_translation, seed)
-        motion = self.pose_rig(rig).decode(poses, name="ik", on_ground=False)
-        root = _check_handles(rig, handles, root_translation)[2]  # a handle on the root places it
-        root = np.broadcast_to(root, (len(poses), 3)).astype(np.float64)
-        return Motion(motion.fps, root, motion.rotations, name="ik")
+        ``root_translation`` (the rest position when None): the frame the handles are given in.
+
+        Args:
+            heading: the character's facing [rad], counter-clockwise about up from its rest heading: the handles are
+                turned back about the root by it, solved, and the poses turned by it (poses have no heading, so
+                handles of a turned character are otherwise reached by twisting the body).
+        """
+        if not (is_real(heading) and math.isfinite(heading)):
+            raise ValueError(f"heading: must be a finite angle [rad], got {heading!r}")
+        heading = float(heading)
+        idx, targets, root = _check_handles(rig, handles, root_translation)  # a handle on the root places it
+        pr = self.pose_rig(rig)
+        up = pr.frame.axes[:, 2]
+        back = axis_angle_to_quat(-heading * up)
+        turned = root[:, None] + quat_rotate(np.broadcast_to(back, (*targets.shape[:2], 4)), targets - root[:, None])
+        poses = self.ik_poses(rig, {j: turned[:, k] for k, j in enumerate(idx)}, root, seed)
+        motion = pr.decode(poses, name="ik", on_ground=False)
+        rot = motion.rotations.copy()
+        rot[:, 0] = quat_multiply(np.broadcast_to(axis_angle_to_quat(heading * up), rot[:, 0].shape), rot[:, 0])
+        return Motion(motion.fps, np.broadcast_to(root, (len(poses), 3)).astype(np.float64), rot, name="ik")
 
     def interpolate_poses(self, rig: Rig, a: np.ndarray, b: np.ndarray, steps: int) -> np.ndarray:
         """Noise-space interpolation between 6D poses ``a`` and ``b`` (J, 6), shape (steps, J, 6).

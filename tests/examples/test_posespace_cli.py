@@ -527,3 +527,40 @@ def test_heldout_clips_seen_in_training_are_flagged_from_another_folder(tmp_path
     cfg = _tiny_train(Path("run"), data=("data/quad.usda",), heldout=("idle",), steps=4, resume=True)
     assert _main(ex, cfg) == 0
     assert PoseSpace.load(tmp_path / "run" / "posespace.pt").training["steps"] == 4
+
+
+def test_ik_heading_reaches_the_handles_of_a_turned_character(checkpoint, tmp_path, capsys):
+    """--heading-deg 90 with the rest pose's toes turned 90 deg about the root: the written character is turned a
+    quarter (its toes where the handles are, in x and y; the stage stands on the ground), and the printed error is
+    measured on the turned poses. Without the flag the toes are reached by twisting the body instead."""
+    import re
+
+    import torch
+
+    import sim
+    from posespace import SamplingConfig
+    from sim.rotations import axis_angle_to_quat, quat_rotate
+    from usd_io import load_asset, read_usdskel
+
+    ex = _example_module()
+    rig = load_asset("procedural:quadruped").rig
+    rest = sim.Motion(30.0, rig.rest_translations[:1].copy(), rig.rest_rotations[None].copy())
+    pos = sim.pose_motion(rig, rest)[0][0]
+    turn = axis_angle_to_quat(np.array([0.0, 0.0, np.pi / 2]))
+    toes = [rig.joint_index(n) for n in rig.joint_names if n.endswith("_toes")]
+    targets = rig.rest_translations[0] + quat_rotate(np.broadcast_to(turn, (len(toes), 4)),
+                                                     pos[toes] - rig.rest_translations[0])  # fmt: skip
+    handles = tuple(f"{rig.joint_names[j]}={p[0]:.6f},{p[1]:.6f},{p[2]:.6f}" for j, p in zip(toes, targets))
+    fast = SamplingConfig(ik_steps=2, ik_dls_iters=8, polish_iters=1)
+    cfg = ex.Ik(checkpoint, "procedural:quadruped", tmp_path / "ik.usda", handles=handles, heading_deg=90.0,
+                sampling=fast)  # fmt: skip
+    threads = torch.get_num_threads()
+    try:
+        assert ex.main(cfg) == 0
+    finally:
+        torch.set_num_threads(threads)
+    text = capsys.readouterr().out
+    assert float(re.search(r"worst handle error ([0-9.e-]+) x height", text).group(1)) < 0.01, text
+    written = read_usdskel(tmp_path / "ik.usda")
+    solved = sim.pose_motion(written.rig, written.clip())[0][0]
+    np.testing.assert_allclose(solved[toes, :2], targets[:, :2], atol=0.01 * rig.height())

@@ -680,3 +680,22 @@ def test_validators_take_float64_poses(trained):
     np.testing.assert_allclose(loss.detach().numpy(), val.loss(x32).detach().numpy())
     loss.sum().backward()
     assert x64.grad is not None and x64.grad.dtype == torch.float64 and torch.isfinite(x64.grad).all()
+
+
+def test_ik_of_a_turned_character_takes_its_heading(trained, fk):
+    """Poses have no heading: handles of a character turned 90 deg about up were reached by twisting the body.
+    ``heading`` turns them back, solves, and turns the poses: the same solution as the unturned handles, turned."""
+    space, rig, ps, _, _ = trained
+    pr = space.pose_rig(rig)
+    root = rig.rest_translations[0]
+    pos = joint_positions(pr, ps.rigs[0].poses[:2]) + root
+    effectors = [rig.joint_index(n) for n in ("left_hand", "right_hand", "left_toe", "right_toe", "head")]
+    turn = axis_angle_to_quat(np.pi / 2 * pr.frame.axes[:, 2])
+    turned = root + sim.rotations.quat_rotate(np.broadcast_to(turn, (*pos.shape[:2], 4)), pos - root)
+    plain = space.ik(rig, {j: pos[:, j] for j in effectors}, seed=0)
+    facing = space.ik(rig, {j: turned[:, j] for j in effectors}, seed=0, heading=np.pi / 2)
+    np.testing.assert_allclose(fk(rig, facing)[:, effectors], turned[:, effectors], atol=1e-3 * rig.height())
+    np.testing.assert_allclose(fk(rig, facing), root + sim.rotations.quat_rotate(
+        np.broadcast_to(turn, (*pos.shape[:2], 4)), fk(rig, plain) - root), atol=1e-6)  # fmt: skip
+    with pytest.raises(ValueError, match=r"heading: must be a finite angle \[rad\]"):
+        space.ik(rig, {effectors[0]: pos[0, effectors[0]]}, heading=float("nan"))
