@@ -52,9 +52,9 @@ def read_mesh(doc: GltfDocument, mesh_index: int, node: dict, node_index: int, s
     where = f"meshes[{mesh_index}]"
     mesh = doc.table("meshes")[mesh_index]
     primitives = doc.get_list(mesh, "primitives", where)
-    morph = doc.get_list(node, "weights", f"nodes[{node_index}]", None)
+    morph, morph_field = doc.get_list(node, "weights", f"nodes[{node_index}]", None), f"nodes[{node_index}].weights"
     if morph is None:
-        morph = doc.get_list(mesh, "weights", where, None)
+        morph, morph_field = doc.get_list(mesh, "weights", where, None), f"{where}.weights"
     points, triangles, joints, weights = [], [], [], []
     offset = 0
     for p, prim in enumerate(primitives):
@@ -70,7 +70,7 @@ def read_mesh(doc: GltfDocument, mesh_index: int, node: dict, node_index: int, s
         attributes = doc.get_dict(prim, "attributes", pw)
         pos = _float_attribute(doc, attributes, "POSITION", pw, 3)
         count = len(pos)
-        pos = _apply_morph(doc, prim, pw, pos, morph)
+        pos = _apply_morph(doc, prim, pw, pos, morph, morph_field)
         tris = _triangles(doc, prim, pw, mode, count)
         points.append(pos)
         triangles.append(tris + offset)
@@ -108,15 +108,16 @@ def _float_attribute(doc, attributes: dict, name: str, where: str, width: int, c
     return values
 
 
-def _apply_morph(doc, prim: dict, where: str, pos: np.ndarray, morph: list | None) -> np.ndarray:
-    """Positions with the default morph weights applied (``pos + sum_i w_i target_i.POSITION``)."""
+def _apply_morph(doc, prim: dict, where: str, pos: np.ndarray, morph: list | None, morph_field: str) -> np.ndarray:
+    """Positions with the default morph weights ``morph`` (read from ``morph_field``, the node's or the mesh's
+    ``weights``) applied (``pos + sum_i w_i target_i.POSITION``)."""
     targets = doc.get_list(prim, "targets", where, [])
     if not morph or not targets:
         return pos
     pos = pos.copy()
     for i, (target, w) in enumerate(zip(targets, morph)):
         if isinstance(w, bool) or not isinstance(w, int | float):
-            raise doc.error(f"{where}.weights[{i}]", f"must be a number, got {w!r}")
+            raise doc.error(f"{morph_field}[{i}]", f"must be a number, got {w!r}")
         if w != 0 and isinstance(target, dict) and "POSITION" in target:
             pos += w * _float_attribute(doc, target, "POSITION", f"{where}.targets[{i}]", 3, len(pos))
     return pos

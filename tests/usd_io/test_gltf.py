@@ -984,3 +984,17 @@ def test_integer_beyond_float_range_names_its_field(tmp_path):
     with pytest.raises(InputError) as info:
         read_gltf(path)
     assert info.value.field == f"nodes[{node}].translation"
+
+
+@pytest.mark.parametrize("owner", ["node", "mesh"])
+def test_bad_morph_weight_names_the_weights_it_came_from(tmp_path, owner):
+    """A node's (or mesh's) default morph weight that is not a number was reported on the primitive's 'weights',
+    a field glTF does not have."""
+    b = B.minimal_skin()
+    prim = b.doc["meshes"][0]["primitives"][0]
+    prim["targets"] = [{"POSITION": b.accessor(np.zeros((len(B.strip_points()), 3)))}]
+    node = next(i for i, n in enumerate(b.doc["nodes"]) if "mesh" in n)
+    (b.doc["nodes"][node] if owner == "node" else b.doc["meshes"][0])["weights"] = ["x"]
+    with pytest.raises(InputError, match="must be a number") as info:
+        read_gltf(b.write(tmp_path / "morph.gltf"))
+    assert info.value.field == (f"nodes[{node}].weights[0]" if owner == "node" else "meshes[0].weights[0]")
