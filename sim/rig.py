@@ -271,9 +271,20 @@ class Rig:
         return np.linalg.norm(np.where(self.parents[:, None] >= 0, self.rest_translations, 0.0), axis=-1)
 
     def height(self, up_axis: int = 2) -> float:
-        """Extent along ``up_axis`` of the bind-pose meshes (or of the rest skeleton when meshless) [m]."""
+        """Extent along ``up_axis`` of the bind-pose meshes (or of the rest skeleton when meshless) [m].
+
+        Bind points are in the units the inverse bind matrices take (a uniform scale there converts them: bind
+        points in cm with matrices that scale by 0.01): each vertex counts at its dominant joint's scale, so the
+        height is in the skeleton's metres (it read 100 times too tall, and the physics builder then found every
+        bone too small to be a body).
+        """
         if self.meshes and sum(m.vertex_count for m in self.meshes):
-            pts = np.concatenate([m.points for m in self.meshes])
+            scale = np.abs(np.linalg.det(self.inverse_bind_matrices[:, :3, :3])) ** (1.0 / 3.0)
+            pts = []
+            for m in self.meshes:
+                dominant = m.influence_joints[np.arange(m.vertex_count), np.argmax(m.influence_weights, axis=1)]
+                pts.append(m.points * scale[dominant][:, None])
+            pts = np.concatenate(pts)
         else:
             pts = self.rest_world_transforms()[0]
         return float(pts[:, up_axis].max() - pts[:, up_axis].min())

@@ -54,10 +54,44 @@ def quat_to_euler_xyz(q: np.ndarray) -> np.ndarray:
     This is the coordinate convention of a Newton D6 joint with angular axes X, Y, Z.
     """
     m = quat_to_matrix(q)
-    b = np.arcsin(np.clip(m[..., 0, 2], -1.0, 1.0))
-    a = np.arctan2(-m[..., 1, 2], m[..., 2, 2])
-    c = np.arctan2(-m[..., 0, 1], m[..., 0, 0])
+    cos_b = np.hypot(m[..., 0, 0], m[..., 0, 1])
+    b = np.arctan2(m[..., 0, 2], cos_b)
+    # at |b| = 90 deg only a +- c is defined (the other entries are round-off): all of it on a
+    lock = cos_b < 1e-9
+    a = np.where(lock, np.arctan2(m[..., 2, 1], m[..., 1, 1]), np.arctan2(-m[..., 1, 2], m[..., 2, 2]))
+    c = np.where(lock, 0.0, np.arctan2(-m[..., 0, 1], m[..., 0, 0]))
     return np.stack([a, b, c], axis=-1)
+
+
+def _nearest_euler_equivalent(coords: np.ndarray, near: np.ndarray) -> np.ndarray:
+    """The X-Y-Z Euler angles [rad] describing the same rotations as ``coords`` (..., 3) that lie nearest ``near``
+    (same shape): of ``(x, y, z)`` and ``(x + pi, pi - y, z + pi)``, each angle moved by whole turns towards
+    ``near``, the closer one.
+
+    Reading coordinates back from rotations lands on ``|y| <= 90 deg``: a target at ``y = 100 deg`` came back as
+    ``(x - 180, 80, z - 180) deg``, the same rotation, but the PD drives then swung X and Z half a turn.
+    """
+    coords = np.asarray(coords, dtype=np.float64)
+    near = np.asarray(near, dtype=np.float64)
+    twin = np.stack([coords[..., 0] + np.pi, np.pi - coords[..., 1], coords[..., 2] + np.pi], axis=-1)
+    a, b = (c - 2.0 * np.pi * np.round((c - near) / (2.0 * np.pi)) for c in (coords, twin))
+    closer = ((b - near) ** 2).sum(-1, keepdims=True) < ((a - near) ** 2).sum(-1, keepdims=True)
+    return np.where(closer, b, a)
+
+
+def _split_at_gimbal_lock(e: np.ndarray, prev: np.ndarray, tol: float = 1e-6) -> None:
+    """Where Y is at +-90 deg (within ``tol`` [rad]) only X + Z (X - Z at -90) is defined: splits it, in place,
+    nearest the previous frame's X and Z (``e``, ``prev``: (..., 3) [rad])."""
+    sign = np.sign(np.sin(e[..., 1]))
+    lock = np.abs(np.cos(e[..., 1])) < tol
+    if not lock.any():
+        return
+    total = e[..., 0] + sign * e[..., 2]
+    was = prev[..., 0] + sign * prev[..., 2]
+    total = total - 2.0 * np.pi * np.round((total - was) / (2.0 * np.pi))
+    half = 0.5 * (total - was)
+    e[..., 0] = np.where(lock, prev[..., 0] + half, e[..., 0])
+    e[..., 2] = np.where(lock, prev[..., 2] + sign * half, e[..., 2])
 
 
 def euler_xyz_to_quat(e: np.ndarray) -> np.ndarray:
@@ -187,7 +221,9 @@ class PhysicsCharacter:
     def joint_coordinates(self, body_rot: np.ndarray, unwrap: bool = True) -> np.ndarray:
         """Joint coordinates [rad] of world body rotations (..., B, 4) -> (..., B - 1, 3) (Euler X-Y-Z).
 
-        With ``unwrap`` and a leading frame axis, angles are unwrapped over frames (no 2 pi jumps).
+        With ``unwrap`` and rotations (F, B, 4) (a leading frame axis), each frame's angles are put on the Euler
+        branch nearest the previous frame's: no 2 pi jumps, and none of 180 deg in X and Z where Y passes
+        +-90 deg (the principal branch keeps |Y| <= 90 deg).
         """
         parent = self.body_parent[1:]
         qp = body_rot[..., parent, :]
@@ -196,8 +232,10 @@ class PhysicsCharacter:
         rel = quat_multiply(quat_conjugate(qp), qc)
         rj = quat_multiply(quat_multiply(quat_conjugate(self.parent_anchor_rot[1:]), rel), self.child_anchor_rot[1:])
         e = quat_to_euler_xyz(rj)
-        if unwrap and e.ndim >= 3 and e.shape[0] > 1:
-            e = np.unwrap(e, axis=0)
+        if unwrap and e.ndim == 3:
+            for f in range(1, len(e)):
+                e[f] = _nearest_euler_equivalent(e[f], e[f - 1])
+                _split_at_gimbal_lock(e[f], e[f - 1])
         return e
 
     def body_rotations_from_coordinates(self, root_rot: np.ndarray, coords: np.ndarray) -> np.ndarray:
@@ -405,6 +443,9 @@ def build_character(rig: Rig, motion: Motion | None = None, cfg: CharacterConfig
     cfg = (cfg or CharacterConfig()).check()
     notes: list[str] = []
     height = rig.height()
+    if not (np.isfinite(height) and height > 0):
+        raise RigError(f"rig {rig.name!r} has height {height:g} m: its joints and mesh are flat, nothing to size"
+                       " colliders, gaps and gains by")  # fmt: skip
     if motion is not None:
         motion.check_rig(rig)
         ref_local = _mean_rotations(motion.rotations)
@@ -439,6 +480,10 @@ def build_character(rig: Rig, motion: Motion | None = None, cfg: CharacterConfig
     body_joint_list, joint_body = _assign_bodies(rig, significant)
     body_joint = np.array(body_joint_list, dtype=np.int64)
     B = len(body_joint)
+    if B < 2:
+        raise RigError(f"rig {rig.name!r}: only one rigid body ({rig.joint_names[body_joint[0]]!r}); no other bone has"
+                       " min_body_vertex_fraction of the vertices and min_body_size_fraction of the height: nothing to"
+                       " articulate")  # fmt: skip
     body_parent = np.array([-1] + [int(joint_body[rig.parents[j]]) for j in body_joint[1:]], dtype=np.int64)
     body_weights = np.zeros((len(points), B))
     np.add.at(body_weights.T, joint_body, weights.T)
@@ -453,14 +498,20 @@ def build_character(rig: Rig, motion: Motion | None = None, cfg: CharacterConfig
     lonely = ~member.any(axis=1)
     member[np.flatnonzero(lonely), np.argmax(body_weights[lonely], axis=1)] = True
     local_pts = []
+    min_r = cfg.min_radius_fraction * height
+    bare_r = np.zeros(B)  # radius floor of the bodies without vertices
     for b in range(B):
         p = points[member[:, b]]
-        if len(p) == 0:  # a body made of bones without vertices: a small sphere at its origin
-            p = bpos[b][None]
+        if len(p) == 0:
+            # bones without vertices (a hub hips whose skin is weighted to the thighs): a bone capsule from its
+            # origin to its child bodies' (a small sphere at a leaf), not a speck carrying what hangs below it
+            p = np.concatenate([bpos[b][None], bpos[np.flatnonzero(body_parent == b)]])
+            bare_r[b] = cfg.meshless_radius_fraction * height if len(p) > 1 else min_r
+            notes.append(f"body {rig.joint_names[body_joint[b]]!r} has no skinned vertices: a bone capsule of radius"
+                         f" {bare_r[b]:.3g} m to its child bodies")  # fmt: skip
         ip, iq = _inv(bpos[b], brot[b])
         local_pts.append(ip + quat_rotate(iq, p))
-    min_r = cfg.min_radius_fraction * height
-    capsules = [fit_capsule(p, cfg.collider_radius_quantile, min_r) for p in local_pts]
+    capsules = [fit_capsule(p, cfg.collider_radius_quantile, max(min_r, r)) for p, r in zip(local_pts, bare_r)]
 
     # -- support bodies from the reference motion (lowest capsule point near the ground) --------------------
     if motion is not None:
@@ -582,11 +633,19 @@ def build_character(rig: Rig, motion: Motion | None = None, cfg: CharacterConfig
         # keep the middle (Y) coordinate off the gimbal singularity
         character.limit_lower[1:, 1] = np.maximum(character.limit_lower[1:, 1], -np.deg2rad(85.0))
         character.limit_upper[1:, 1] = np.minimum(character.limit_upper[1:, 1], np.deg2rad(85.0))
+        beyond = np.abs(coords[..., 1]).max(axis=0) > np.deg2rad(85.0)
+        for b in np.flatnonzero(beyond) + 1:
+            y = np.rad2deg(np.abs(coords[:, b - 1, 1]).max())
+            notes.append(f"joint {rig.joint_names[body_joint[b]]!r}: the reference's Y coordinate reaches"
+                         f" {y:.0f} deg, past the +-85 deg limit that keeps it off the gimbal singularity: tracked"
+                         " only up to it")  # fmt: skip
     for name, (lo_deg, hi_deg) in cfg.joint_limits_deg.items():
         if name not in rig.joint_names:
             raise ValueError(f"CharacterConfig.joint_limits_deg[{name!r}]: rig {rig.name!r} has no joint of that name")
         j = rig.joint_index(name)
         b = int(joint_body[j])
+        if b == 0 and body_joint[0] == j:
+            raise RigError(f"joint_limits_deg: joint {name!r} is the root body's (a free joint): it has no limits")
         if body_joint[b] != j or b == 0:
             raise RigError(f"joint_limits_deg: joint {name!r} is merged into body {rig.joint_names[body_joint[b]]!r}")
         character.limit_lower[b] = np.deg2rad(lo_deg)

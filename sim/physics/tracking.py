@@ -15,7 +15,7 @@ import numpy as np
 from ..motion import Motion
 from ..rotations import quat_conjugate, quat_rotate
 from ._finite_differences import angular_velocity
-from .character import GRAVITY, PhysicsCharacter
+from .character import GRAVITY, PhysicsCharacter, _nearest_euler_equivalent
 from .config import TrackingConfig
 
 __all__ = [
@@ -139,22 +139,6 @@ def apply_target_filter(
     out.check_rig(character.rig)
     _, frot = character.body_transforms(out)
     return _nearest_euler_equivalent(character.joint_coordinates(frot), coords)
-
-
-def _nearest_euler_equivalent(coords: np.ndarray, near: np.ndarray) -> np.ndarray:
-    """The X-Y-Z Euler angles [rad] describing the same rotations as ``coords`` (..., 3) that lie nearest ``near``
-    (same shape): of ``(x, y, z)`` and ``(x + pi, pi - y, z + pi)``, each angle moved by whole turns towards
-    ``near``, the closer one.
-
-    Reading coordinates back from rotations lands on ``|y| <= 90 deg``: a target at ``y = 100 deg`` came back as
-    ``(x - 180, 80, z - 180) deg``, the same rotation, but the PD drives then swung X and Z half a turn.
-    """
-    coords = np.asarray(coords, dtype=np.float64)
-    near = np.asarray(near, dtype=np.float64)
-    twin = np.stack([coords[..., 0] + np.pi, np.pi - coords[..., 1], coords[..., 2] + np.pi], axis=-1)
-    a, b = (c - 2.0 * np.pi * np.round((c - near) / (2.0 * np.pi)) for c in (coords, twin))
-    closer = ((b - near) ** 2).sum(-1, keepdims=True) < ((a - near) ** 2).sum(-1, keepdims=True)
-    return np.where(closer, b, a)
 
 
 def detect_blowup(

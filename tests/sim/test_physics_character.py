@@ -176,8 +176,12 @@ def test_mass_fills_the_skins_enclosed_volume():
     cm = sim.Rig(rig.joint_names, rig.parents, rig.rest_translations, rig.rest_rotations, ibm, [cm_mesh], name="box")
     skinned = [sim.skin_motion(r, sim.Motion.rest(r))[0] for r in (cm, rig)]
     np.testing.assert_allclose(skinned[0], skinned[1], atol=POS_TOL)
+    # its height is in metres too (it read the cm bind points: 100 times too tall, every bone 'too small' to be a
+    # body, and the box built as one body)
+    assert cm.height() == pytest.approx(rig.height(), rel=1e-9)
     scaled_ibm = build_character(cm, cfg=CharacterConfig(density_kg_m3=900.0))
     np.testing.assert_allclose(scaled_ibm.total_mass, ch.total_mass, rtol=1e-6)
+    assert scaled_ibm.body_count == ch.body_count
     with pytest.raises(ValueError, match=r"CharacterConfig\.mass_from: must be 'mesh' or 'colliders'"):
         CharacterConfig(mass_from="skin").check()
 
@@ -719,3 +723,70 @@ def test_reference_pose_placed_at_a_root_frame(rng):
     np.testing.assert_allclose(np.abs((rel0 * rel).sum(-1)), 1.0, atol=1e-12)
     with pytest.raises(ValueError, match="both root_pos and root_rot"):
         ch.reference_body_transforms(root_pos, None)
+
+
+def test_euler_angles_at_gimbal_lock_describe_the_rotation():
+    """At Y = +-90 deg the X and Z entries are round-off: (0.3, 90, 0.2) deg... read back 61 deg off."""
+    for b in (np.pi / 2, -np.pi / 2):
+        e = np.array([[0.3, b, 0.2], [-1.0, b, 0.7]])
+        q = euler_xyz_to_quat(e)
+        _rot_close(euler_xyz_to_quat(quat_to_euler_xyz(q)), q)
+        np.testing.assert_allclose(quat_to_euler_xyz(q)[:, 1], b, atol=1e-7)
+
+
+def test_joint_coordinates_stay_on_one_euler_branch_through_ninety_degrees():
+    """A Y swing from 80 to 100 deg: the principal branch (|Y| <= 90) flipped X and Z by 180 deg in one frame
+    (targets and velocity targets jumped); the coordinates now continue on the branch of the previous frame."""
+    rig = table_quadruped()
+    ch = build_character(rig)
+    F = 9
+    e = np.zeros((F, ch.body_count - 1, 3))
+    e[:, 0] = np.stack([np.full(F, 0.3), np.radians(np.linspace(80.0, 100.0, F)), np.full(F, 0.2)], axis=-1)
+    root = np.tile(quat_identity(), (F, 1))
+    rot = ch.body_rotations_from_coordinates(root, e)
+    coords = ch.joint_coordinates(rot)
+    np.testing.assert_allclose(coords, e, atol=1e-6)
+    assert np.abs(np.diff(coords, axis=0)).max() < np.radians(5.0)
+    # a batch without a frame axis is not unwrapped: each entry keeps its own principal value
+    np.testing.assert_allclose(np.abs(ch.joint_coordinates(rot[0])[..., 1]).max(), np.radians(80.0), atol=1e-9)
+
+
+def test_a_root_without_vertices_gets_a_bone_capsule_not_a_speck():
+    """The torso's skin weighted to the hips (a hub pelvis): body 0 had no vertices and became a 4 mm sphere of
+    0.4 g carrying the whole character, without a note."""
+    rig = table_quadruped()
+    hips = [rig.joint_index(f"leg{i}_upper") for i in range(4)]
+    mesh = rig.meshes[0]
+    joints = mesh.influence_joints.copy()
+    torso = joints[:, 0] == 0
+    joints[torso, 0] = np.array(hips)[np.arange(torso.sum()) % 4]
+    skinned = sim.SkinnedMesh("body", mesh.points, mesh.triangles, joints, mesh.influence_weights,
+                              joint_count=rig.joint_count)  # fmt: skip
+    hub = sim.Rig(rig.joint_names, rig.parents, rig.rest_translations, rig.rest_rotations, None, [skinned],
+                  name="hub")  # fmt: skip
+    ch = build_character(hub)
+    legs = ch.body_mass[1:].max()
+    assert ch.body_mass[0] > 0.2 * legs, (ch.body_mass[0], legs)
+    assert any("'torso' has no skinned vertices" in n for n in ch.notes), ch.notes
+
+
+def test_degenerate_rigs_and_settings_are_refused_naming_the_cause():
+    """A one-body rig built and then failed inside the simulation ('cannot reshape array of size 0'); a flat rig
+    (height 0) built with zero gaps and radii; contact_frame_fraction 0 crashed the build in a reduction; limits
+    on the root body were reported as a merged joint."""
+    rig = table_quadruped()
+    mesh = rig.meshes[0]
+    one = sim.SkinnedMesh("body", mesh.points, mesh.triangles, np.zeros_like(mesh.influence_joints),
+                          mesh.influence_weights, joint_count=rig.joint_count)  # fmt: skip
+    lone = sim.Rig(rig.joint_names, rig.parents, rig.rest_translations, rig.rest_rotations, None, [one], name="lone")
+    with pytest.raises(sim.RigError, match=r"only one rigid body \('torso'\)"):
+        build_character(lone)
+    flat_t = rig.rest_translations.copy()
+    flat_t[:, 2] = 0.0
+    flat = sim.Rig(rig.joint_names, rig.parents, flat_t * 0.0, rig.rest_rotations, name="flat")
+    with pytest.raises(sim.RigError, match="has height 0 m"):
+        build_character(flat)
+    with pytest.raises(ValueError, match="contact_frame_fraction"):
+        build_character(rig, cfg=CharacterConfig(contact_frame_fraction=0.0))
+    with pytest.raises(sim.RigError, match=r"'torso' is the root body's \(a free joint\)"):
+        build_character(rig, cfg=CharacterConfig(joint_limits_deg={"torso": (-30.0, 30.0)}))
