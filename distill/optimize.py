@@ -168,8 +168,8 @@ class DistillConfig:
             # extra frames (zero gradient), CogVideoX would mix the first frame with its neighbours
             raise ValueError(
                 f"DistillConfig.frames: {self.guidance.kind} needs 4k + 1 frames (the video VAE's temporal "
-                f"compression), got {self.frames}; e.g. {4 * ((self.frames - 1) // 4) + 1} or "
-                f"{4 * ((self.frames - 1) // 4 + 1) + 1}"
+                f"compression), got {self.frames}; e.g. {max(5, 4 * ((self.frames - 1) // 4) + 1)} or "
+                f"{max(9, 4 * ((self.frames - 1) // 4 + 1) + 1)}"
             )
 
     def _check_video_size(self) -> None:

@@ -73,7 +73,7 @@ class TimestepSchedule:
 
     def sample(self, progress: float, generator: torch.Generator) -> float:
         """One time fraction for this step, drawn with ``generator``."""
-        u = float(torch.rand((), generator=generator))
+        u = float(torch.rand((), generator=generator, device=generator.device))
         return self.min + (self.upper(progress) - self.min) * u
 
 

@@ -168,6 +168,8 @@ REQUIRED_CONFIGS = (
 reported only after every large component had loaded)."""
 COGVIDEOX_PREDICTION_TYPES = ("v_prediction", "epsilon")
 """Prediction types :class:`GuidanceCogVideoX` converts to a noise estimate."""
+COGVIDEOX_SCHEDULER_KEYS = ("prediction_type", "rescale_betas_zero_snr", "snr_shift_scale")
+"""Keys a CogVideoX scheduler config must set: diffusers' defaults for them are not CogVideoX's."""
 MISSING_TENSORS_SHOWN = 5
 """How many of a checkpoint's missing tensors an error names."""
 TOKENIZER_FILES = ("spiece.model", "tokenizer.json")
@@ -192,7 +194,12 @@ def _read_config(path: Path) -> dict:
         ) from None
     except OSError as e:
         raise GuidanceModelError(f"{path}: unreadable ({type(e).__name__}: {e}); corrupt? download it again") from None
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        raise GuidanceModelError(
+            f"{path}: expected a JSON object (a diffusers config), got a JSON {type(data).__name__}; corrupt? download"
+            " it again"
+        )
+    return data
 
 
 def _read_class_name(path: Path) -> str | None:
@@ -240,6 +247,14 @@ def _check_scheduler_config(config: dict, preset: ModelPreset, where: str, kind:
         )
     prediction = config.get("prediction_type")
     if preset.family == "cogvideox":
+        # diffusers' defaults for a missing key are not CogVideoX's (epsilon, no zero-SNR rescale, shift 3.0 for
+        # the 5b's 1.0): a silently wrong SDS gradient
+        missing = [k for k in COGVIDEOX_SCHEDULER_KEYS if k not in config]
+        if missing:
+            raise GuidanceModelError(
+                f"{where}: {', '.join(missing)} not set (diffusers would default to values that are not {kind}'s and"
+                f" the gradient would be wrong): {hint}"
+            )
         if prediction is not None and prediction not in COGVIDEOX_PREDICTION_TYPES:
             accepted = " or ".join(map(repr, COGVIDEOX_PREDICTION_TYPES))
             raise GuidanceModelError(
@@ -316,10 +331,7 @@ def _text_length(source: str, preset: ModelPreset) -> int:
     """The T5 token count the folder's transformer takes (``max_text_seq_length`` in its config: the patch embedding
     needs exactly that many), else the preset's."""
     file = Path(source).expanduser() / "transformer" / "config.json"
-    try:
-        value = json.loads(file.read_text()).get("max_text_seq_length") if file.is_file() else None
-    except (OSError, ValueError):
-        value = None  # an unreadable config is reported when the transformer loads
+    value = _read_config(file).get("max_text_seq_length") if file.is_file() else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else preset.text_length
 
 
@@ -449,6 +461,11 @@ def _load(cls, source: str, subfolder: str, cfg: GuidanceConfig, kind: str, hub_
     except (ValueError, ImportError) as e:  # the files are there but cannot be read (e.g. a missing converter)
         raise GuidanceModelError(
             f"cannot load the {kind} {subfolder} from {source!r}: {type(e).__name__}: {_one_line(e)}"
+        ) from None
+    except (TypeError, KeyError, AttributeError) as e:  # a config value of the wrong kind ("4" heads, an int list)
+        raise GuidanceModelError(
+            f"cannot load the {kind} {subfolder} from {source!r}: {subfolder}/config.json has a malformed value"
+            f" ({type(e).__name__}: {_one_line(e)}): download {subfolder}/ again ({_download_hint(hub_id, subfolder)})"
         ) from None
     except Exception as e:  # safetensors' own errors (a truncated file read by transformers) are not OSErrors
         if isinstance(e, RuntimeError) and any(m in str(e) for m in MISMATCH_MARKERS):  # another model's tensors

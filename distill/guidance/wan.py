@@ -9,6 +9,8 @@ model predicts the velocity ``eps - z``.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -133,6 +135,11 @@ class GuidanceWan(VideoSDS):
         self.model_size = model_size
         cfg = vae.config
         z_dim = int(cfg.z_dim)
+        for name in ("latents_mean", "latents_std"):  # a short list failed in a raw view() of the buffer
+            values = getattr(cfg, name, None)
+            if not (isinstance(values, list | tuple) and len(values) == z_dim
+                    and all(isinstance(v, int | float) and math.isfinite(v) for v in values)):  # fmt: skip
+                raise ValueError(f"vae/config.json: {name} must be {z_dim} finite numbers (z_dim), got {values!r}")
         self.register_buffer(
             "latents_mean", torch.tensor(cfg.latents_mean, dtype=torch.float32).view(1, z_dim, 1, 1, 1)
         )

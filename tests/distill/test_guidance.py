@@ -510,8 +510,19 @@ def _edit_scheduler(replace: dict | None = None, **changes):
 
     def damage(folder) -> None:
         path = folder / "scheduler" / "scheduler_config.json"
-        config = dict(replace) if replace is not None else {**json.loads(path.read_text()), **changes}
+        config = replace if replace is not None else {**json.loads(path.read_text()), **changes}
         path.write_text(json.dumps(config))
+
+    return damage
+
+
+def _drop_scheduler_keys(*keys):
+    """Damage: ``keys`` removed from ``scheduler/scheduler_config.json``."""
+
+    def damage(folder) -> None:
+        path = folder / "scheduler" / "scheduler_config.json"
+        config = json.loads(path.read_text())
+        path.write_text(json.dumps({k: v for k, v in config.items() if k not in keys}))
 
     return damage
 
@@ -540,6 +551,15 @@ def _truncate_scheduler(folder) -> None:
             _edit_scheduler(prediction_type="sample"),
             r"prediction_type is 'sample', expected 'v_prediction' or 'epsilon'",
         ),
+        # missing keys loaded with diffusers' defaults (epsilon, no zero-SNR rescale, shift 3): a wrong gradient
+        (
+            "cogvideox-2b",
+            _drop_scheduler_keys("prediction_type", "rescale_betas_zero_snr", "snr_shift_scale"),
+            r"prediction_type, rescale_betas_zero_snr, snr_shift_scale not set",
+        ),
+        ("cogvideox-2b", _drop_scheduler_keys("snr_shift_scale"), r"snr_shift_scale not set"),
+        # a JSON list: 'couldn't connect ... download them' although the file is there
+        ("cogvideox-2b", _edit_scheduler([]), r"expected a JSON object \(a diffusers config\), got a JSON list"),
     ],
 )
 def test_a_scheduler_config_the_model_cannot_use_is_refused_by_file_and_field(
@@ -926,3 +946,30 @@ def test_guidance_config_refuses_settings_it_cannot_build(settings, message):
     for kind in ("tiny", "tiny-wan", "oracle"):
         for dtype in ("auto", "float32"):  # what the tiny models and the oracle are
             assert GuidanceConfig(kind=kind, dtype=dtype).dtype == dtype
+
+
+@pytest.mark.parametrize(
+    ("kind", "file", "edit", "message"),
+    [
+        # was AttributeError: 'list' object has no attribute 'get'
+        ("cogvideox-2b", "transformer/config.json", lambda c: [], r"transformer/config.json: expected a JSON object"),
+        # were raw TypeErrors from inside from_pretrained
+        ("cogvideox-2b", "transformer/config.json", lambda c: {**c, "num_attention_heads": "4"},
+         r"transformer/config.json has a malformed value \(TypeError"),
+        ("cogvideox-2b", "vae/config.json", lambda c: {**c, "block_out_channels": 8},
+         r"vae/config.json has a malformed value \(TypeError"),
+        # was RuntimeError: shape '[1, 16, 1, 1, 1]' is invalid for input of size 3
+        ("wan2.1-1.3b", "vae/config.json", lambda c: {**c, "latents_mean": [0.0, 0.0, 0.0]},
+         r"vae/config.json: latents_mean must be \d+ finite numbers \(z_dim\)"),
+    ],
+)  # fmt: skip
+def test_a_config_with_malformed_values_is_named(model_folders, tmp_path, monkeypatch, kind, file, edit, message):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def damage(folder) -> None:
+        path = folder / file
+        path.write_text(json.dumps(edit(json.loads(path.read_text()))))
+
+    folder = _damaged_copy(model_folders, kind, tmp_path, damage)
+    with pytest.raises((GuidanceModelError, ValueError), match=message):
+        build_guidance(GuidanceConfig(kind=kind, model=folder, device="cpu"), "a fox walking")

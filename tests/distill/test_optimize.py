@@ -609,3 +609,11 @@ def test_ground_penalty_sums_over_the_vertices():
     one = ground_penalty(points, 0.0, 2.0).item()
     np.testing.assert_allclose(one, 4 * 0.05**2 / 2.0**2, rtol=1e-12)
     np.testing.assert_allclose(ground_penalty(points.repeat(1, 2, 1), 0.0, 2.0).item(), 2 * one, rtol=1e-12)
+
+
+def test_frame_count_suggestions_are_counts_the_config_takes():
+    """3 frames suggested 'e.g. 1 or 5', and 1 frame is refused two lines earlier (a pose, not a motion)."""
+    with pytest.raises(ValueError, match=r"needs 4k \+ 1 frames .*got 3; e\.g\. 5 or 9"):
+        DistillConfig(frames=3, guidance=GuidanceConfig(kind="tiny"))
+    with pytest.raises(ValueError, match=r"got 7; e\.g\. 5 or 9"):
+        DistillConfig(frames=7, guidance=GuidanceConfig(kind="tiny"))
