@@ -535,8 +535,6 @@ def test_ik_heading_reaches_the_handles_of_a_turned_character(checkpoint, tmp_pa
     measured on the turned poses. Without the flag the toes are reached by twisting the body instead."""
     import re
 
-    import torch
-
     import sim
     from posespace import SamplingConfig
     from sim.rotations import axis_angle_to_quat, quat_rotate
@@ -554,11 +552,7 @@ def test_ik_heading_reaches_the_handles_of_a_turned_character(checkpoint, tmp_pa
     fast = SamplingConfig(ik_steps=2, ik_dls_iters=8, polish_iters=1)
     cfg = ex.Ik(checkpoint, "procedural:quadruped", tmp_path / "ik.usda", handles=handles, heading_deg=90.0,
                 sampling=fast)  # fmt: skip
-    threads = torch.get_num_threads()
-    try:
-        assert ex.main(cfg) == 0
-    finally:
-        torch.set_num_threads(threads)
+    assert _main(ex, cfg) == 0
     text = capsys.readouterr().out
     assert float(re.search(r"worst handle error ([0-9.e-]+) x height", text).group(1)) < 0.01, text
     written = read_usdskel(tmp_path / "ik.usda")
