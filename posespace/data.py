@@ -301,6 +301,14 @@ class RigPoses:
     def __len__(self) -> int:
         return len(self.poses)
 
+    def select_clips(self, keep: np.ndarray) -> RigPoses:
+        """The poses of the clips where ``keep`` (bool, one per clip) is True, clip ids renumbered."""
+        rows = keep[self.clip_ids]
+        ids = np.flatnonzero(keep)
+        remap = -np.ones(len(self.clip_names), dtype=np.int64)
+        remap[ids] = np.arange(len(ids))
+        return RigPoses(self.pose_rig, self.poses[rows], remap[self.clip_ids[rows]], [self.clip_names[i] for i in ids])
+
     def clip(self, name: str) -> np.ndarray:
         """Poses of the clip called ``name`` (``"source#clip"`` or just ``clip``)."""
         for i, n in enumerate(self.clip_names):
@@ -394,6 +402,8 @@ class PoseSet:
             KeyError: ``strict`` and a held-out name matches no clip (a typo would silently train on everything);
                 the message names the unmatched names and lists the clips.
         """
+        if isinstance(heldout, str):  # iterated, 'march' held out 'm', 'a', 'r', 'c', 'h'
+            raise ValueError(f"heldout: a list of clip names, got the string {heldout!r} (use [{heldout!r}])")
         heldout = list(dict.fromkeys(heldout))  # an iterator would be used up by the first pass
         names = self.clip_names()
         identity = functools.cache(_clip_identity)  # one look at the file system per name
@@ -406,25 +416,28 @@ class PoseSet:
         for r in self.rigs:
             is_held = np.array([identity(n) in held for n in r.clip_names], dtype=bool)
             for target, keep in ((train, ~is_held), (test, is_held)):
-                if not keep.any():
-                    continue
-                rows = keep[r.clip_ids]
-                ids = np.flatnonzero(keep)
-                remap = -np.ones(len(r.clip_names), dtype=np.int64)
-                remap[ids] = np.arange(len(ids))
-                target.rigs.append(RigPoses(r.pose_rig, r.poses[rows], remap[r.clip_ids[rows]],
-                                            [r.clip_names[i] for i in ids]))  # fmt: skip
+                if keep.any():
+                    target.rigs.append(r.select_clips(keep))
         return train, test
 
     def random_split(self, heldout_fraction: float, seed: int = 0) -> tuple[PoseSet, PoseSet]:
-        """Held-out = a random share of each skeleton's clips (at least one clip stays in training)."""
+        """Held-out = a random share of each skeleton's clips (at least one clip stays in training).
+
+        Clips are picked per skeleton (by index, not name: two skeletons' clips called ``walk`` are two clips).
+        """
+        if not (isinstance(heldout_fraction, int | float) and 0.0 <= heldout_fraction <= 1.0):
+            raise ValueError(f"heldout_fraction: must be a number in [0, 1], got {heldout_fraction!r}")
         rng = np.random.default_rng(seed)
-        held = []
+        train, test = PoseSet(), PoseSet()
         for r in self.rigs:
             n = len(r.clip_names)
             k = min(round(heldout_fraction * n), n - 1)
-            held += [r.clip_names[i] for i in rng.choice(n, size=k, replace=False)]
-        return self.split_by_clip(held)
+            held = np.zeros(n, dtype=bool)
+            held[rng.choice(n, size=k, replace=False)] = True
+            for target, keep in ((train, ~held), (test, held)):
+                if keep.any():
+                    target.rigs.append(r.select_clips(keep))
+        return train, test
 
     def __len__(self) -> int:
         return sum(len(r) for r in self.rigs)

@@ -75,13 +75,20 @@ class EvalConfig:
         if self.samples <= self.prdc_k:
             raise ValueError(f"EvalConfig.samples: PRDC needs more samples than EvalConfig.prdc_k ({self.prdc_k}), "
                              f"got {self.samples}")  # fmt: skip
+        if self.prdc_k >= UNGUIDED_SAMPLES:  # the unguided samples' PRDC (they are at most this many)
+            raise ValueError(f"EvalConfig.prdc_k: must be below {UNGUIDED_SAMPLES} (the unguided samples' count), got"
+                             f" {self.prdc_k}")  # fmt: skip
         for name in ("prdc_stride", "max_real", "ik_poses", "projection_poses", "interpolation_pairs"):
             check_int(f"EvalConfig.{name}", getattr(self, name), 1)
-        check_int("EvalConfig.interpolation_steps", self.interpolation_steps, 2)
+        check_int("EvalConfig.interpolation_steps", self.interpolation_steps, 3)  # 2: no inner pose to score
         check_int("EvalConfig.seed", self.seed, 0)
         check_number("EvalConfig.ik_tolerance", self.ik_tolerance, 0.0, strict=True)
         check_number("EvalConfig.corruption_deg", self.corruption_deg, 0.0)
         return self
+
+
+UNGUIDED_SAMPLES = 200
+"""At most this many unguided samples (their validity and PRDC)."""
 
 
 def end_effectors(pose_rig) -> list[int]:
@@ -105,7 +112,9 @@ def evaluate_rig(
             exactly would score).
     """
     cfg = (cfg or EvalConfig()).check()
-    rng = np.random.default_rng(cfg.seed)
+    # one stream per section: the IK, corruption and interpolation sets do not depend on whether the training
+    # data's PRDC ran or on how many samples it drew
+    rng_train, rng_ik, rng_corrupt, rng_interp = map(np.random.default_rng, np.random.SeedSequence(cfg.seed).spawn(4))
     pr = space.pose_rig(rig)
     val = space.validators(rig)
     real = _subsample(real, cfg.max_real)
@@ -116,7 +125,7 @@ def evaluate_rig(
     samples = space.sample_poses(rig, cfg.samples, seed=cfg.seed)
     out["sample_seconds_per_pose"] = (time.perf_counter() - t0) / cfg.samples
     out["sample_validity"] = val.check(samples).rates()
-    unguided = space.sample_poses(rig, min(cfg.samples, 200), seed=cfg.seed, guidance=False)
+    unguided = space.sample_poses(rig, min(cfg.samples, UNGUIDED_SAMPLES), seed=cfg.seed, guidance=False)
     out["unguided_sample_validity"] = val.check(unguided).rates()["valid"]
     out["apd"] = apd(pr, samples)
     out["apd_heldout"] = apd(pr, real)
@@ -131,7 +140,7 @@ def evaluate_rig(
         out["prdc"] = prdc(real_prdc, pose_features(pr, samples), cfg.prdc_k)
         out["prdc_unguided"] = prdc(real_prdc, pose_features(pr, unguided), cfg.prdc_k)
         if train_poses is not None and len(train_poses) > cfg.prdc_k:
-            pick = rng.choice(len(train_poses), min(cfg.samples, len(train_poses)), replace=False)
+            pick = rng_train.choice(len(train_poses), min(cfg.samples, len(train_poses)), replace=False)
             out["prdc_training_data"] = prdc(real_prdc, pose_features(pr, train_poses[pick]), cfg.prdc_k)
 
     if rig.meshes:
@@ -141,7 +150,7 @@ def evaluate_rig(
         }
 
     # IK: end-effector positions of held-out poses as handles
-    ik_real = real[rng.choice(len(real), min(cfg.ik_poses, len(real)), replace=False)]
+    ik_real = real[rng_ik.choice(len(real), min(cfg.ik_poses, len(real)), replace=False)]
     effectors = end_effectors(pr)
     root = rig.rest_translations[0]
     pos = joint_positions(pr, ik_real) + root
@@ -167,7 +176,7 @@ def evaluate_rig(
     rel = lambda a, b: float(  # noqa: E731
         np.linalg.norm(joint_positions(pr, a) - joint_positions(pr, b), axis=-1).mean() / pr.height
     )
-    corrupted = _corrupt(pr, proj_real, cfg.corruption_deg, rng)
+    corrupted = _corrupt(pr, proj_real, cfg.corruption_deg, rng_corrupt)
     pc = space.project_poses(rig, corrupted)
     out["projection"] = {
         "displacement_real": rel(p1, proj_real),
@@ -179,9 +188,9 @@ def evaluate_rig(
     }
 
     # interpolation between random held-out pairs (and held-out / training pairs): ours vs per-joint slerp
-    out["interpolation"] = _interpolation(space, rig, real, real, cfg, rng)
+    out["interpolation"] = _interpolation(space, rig, real, real, cfg, rng_interp)
     if train_poses is not None and len(train_poses) > 1:
-        out["interpolation_heldout_to_train"] = _interpolation(space, rig, real, train_poses, cfg, rng)
+        out["interpolation_heldout_to_train"] = _interpolation(space, rig, real, train_poses, cfg, rng_interp)
     return out
 
 
@@ -271,7 +280,7 @@ def evaluate_zero_shot(space: PoseSpace, source: str, cfg: EvalConfig | None = N
     pr = space.pose_rig(rig)
     samples = space.sample_poses(rig, cfg.samples, seed=cfg.seed)
     val = space.validators(rig)
-    unguided = space.sample_poses(rig, min(cfg.samples, 200), seed=cfg.seed, guidance=False)
+    unguided = space.sample_poses(rig, min(cfg.samples, UNGUIDED_SAMPLES), seed=cfg.seed, guidance=False)
     out = {
         "rig": rig.name,
         "source": source,

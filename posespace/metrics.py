@@ -57,7 +57,12 @@ def prdc(real: np.ndarray, fake: np.ndarray, k: int = 5) -> dict[str, float]:
         ``precision`` (share of fakes inside some real k-NN ball), ``recall`` (share of reals inside some fake
         k-NN ball), ``density`` and ``coverage`` (share of real balls containing a fake).
     """
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:  # k = -1 took the farthest neighbour
+        raise ValueError(f"prdc: k must be an integer >= 1, got {k!r}")
     real, fake = np.asarray(real, dtype=np.float64), np.asarray(fake, dtype=np.float64)
+    if real.ndim != 2 or fake.ndim != 2 or real.shape[1] != fake.shape[1]:
+        raise ValueError(f"prdc: real and fake must be feature arrays (N, D) and (M, D), got {real.shape} and"
+                         f" {fake.shape}")  # fmt: skip
     if len(real) <= k or len(fake) <= k:
         raise ValueError(f"prdc: need more than k={k} real ({len(real)}) and fake ({len(fake)}) samples")
     rr = _pairwise(real, real)
@@ -65,12 +70,14 @@ def prdc(real: np.ndarray, fake: np.ndarray, k: int = 5) -> dict[str, float]:
     rf = _pairwise(real, fake)  # (N, M)
     r_real = np.sort(rr, axis=1)[:, k]  # k-th neighbour (index 0 is the point itself)
     r_fake = np.sort(ff, axis=1)[:, k]
-    inside = rf <= r_real[:, None]  # fake j in real ball i
+    # open balls, as Naeem et al.'s reference code: with closed ones duplicated poses (static frames) counted a
+    # fake on a radius of 0 as covering them
+    inside = rf < r_real[:, None]  # fake j in real ball i
     return {
         "precision": float(inside.any(axis=0).mean()),
-        "recall": float((rf <= r_fake[None, :]).any(axis=1).mean()),
+        "recall": float((rf < r_fake[None, :]).any(axis=1).mean()),
         "density": float(inside.sum(axis=0).mean() / k),
-        "coverage": float((rf.min(axis=1) <= r_real).mean()),
+        "coverage": float((rf.min(axis=1) < r_real).mean()),
     }
 
 

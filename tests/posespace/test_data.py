@@ -105,3 +105,25 @@ def test_held_out_names_may_come_from_an_iterator(make_stick, make_walk):
         ps.split_by_clip(n for n in ["strol"])
     train, held = ps.split_by_clip(iter(["stroll", "stroll"]))
     assert train.clip_names() == ["walk"] and held.clip_names() == ["stroll"] and len(held) == 20
+
+
+def test_random_split_keeps_a_clip_of_every_skeleton_even_where_names_repeat(make_stick, make_walk):
+    """The split picked clips per skeleton but held out by name: holding out the stick's 'walk' also took the
+    quadruped's only clip, also called 'walk', out of training."""
+    from usd_io import load_asset
+
+    stick = make_stick()
+    quad = load_asset("procedural:quadruped")
+    ps = PoseSet()
+    ps.add(stick, make_walk(stick, 20, 0.0), "walk", fps=None)
+    ps.add(stick, make_walk(stick, 20, 1.0), "run", fps=None)
+    ps.add(quad.rig, quad.clip().slice(0, 20), "walk", fps=None)
+    for seed in range(6):
+        train, held = ps.random_split(0.5, seed=seed)
+        assert len(train.rigs) == 2, (seed, train, held)  # both skeletons train
+        assert len(held.rigs) == 1 and len(held.rigs[0].clip_names) == 1 and len(held) == 20
+        assert len(train) + len(held) == len(ps)
+    with pytest.raises(ValueError, match=r"heldout_fraction: must be a number in \[0, 1\]"):
+        ps.random_split(-0.4)
+    with pytest.raises(ValueError, match=r"heldout: a list of clip names, got the string 'walk'"):
+        ps.split_by_clip("walk")

@@ -60,3 +60,19 @@ def test_end_effectors(make_stick):
     pr = PoseRig(make_stick())
     names = [pr.rig.joint_names[j] for j in end_effectors(pr)]
     assert sorted(names) == sorted(["head", "left_hand", "right_hand", "left_toe", "right_toe"])
+
+
+def test_prdc_refuses_unusable_k_and_uses_open_balls():
+    """k = -1 took the farthest neighbour as the radius (precision 0.72 for a 3x wider fake set), k = 0 gave NaN
+    density; duplicated real poses (radius 0) counted a fake on them as covering them with closed balls."""
+    rng = np.random.default_rng(0)
+    real, fake = rng.normal(size=(50, 3)), 3.0 * rng.normal(size=(50, 3))
+    for k in (-1, 0, 5.0, True):
+        with pytest.raises(ValueError, match="prdc: k must be an integer >= 1"):
+            prdc(real, fake, k)
+    with pytest.raises(ValueError, match=r"prdc: real and fake must be feature arrays"):
+        prdc(real[:, 0], fake[:, 0], 5)
+    dup_real = np.concatenate([np.zeros((8, 3)), rng.normal(size=(20, 3))])
+    dup_fake = np.concatenate([np.zeros((1, 3)), 100.0 + rng.normal(size=(19, 3))])
+    out = prdc(dup_real, dup_fake, 5)
+    assert out["coverage"] == 0.0 and out["precision"] == 0.0  # Naeem et al.'s strict inequalities

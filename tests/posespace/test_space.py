@@ -699,3 +699,33 @@ def test_ik_of_a_turned_character_takes_its_heading(trained, fk):
         np.broadcast_to(turn, (*pos.shape[:2], 4)), fk(rig, plain) - root), atol=1e-6)  # fmt: skip
     with pytest.raises(ValueError, match=r"heading: must be a finite angle \[rad\]"):
         space.ik(rig, {effectors[0]: pos[0, effectors[0]]}, heading=float("nan"))
+
+
+def test_evaluation_settings_that_would_fail_late_or_score_nothing_are_refused(trained):
+    """prdc_k >= 200 passed the check and failed after sampling (the unguided set is capped at 200); two
+    interpolation steps have no inner pose, and scored NaN validity with 'every path fully valid'."""
+    from posespace import EvalConfig
+
+    with pytest.raises(ValueError, match=r"EvalConfig.prdc_k: must be below 200"):
+        EvalConfig(samples=260, prdc_k=210).check()
+    with pytest.raises(ValueError, match=r"EvalConfig.interpolation_steps: must be an integer >= 3, got 2"):
+        EvalConfig(interpolation_steps=2).check()
+
+
+def test_evaluation_sets_do_not_depend_on_the_training_data_prdc(trained):
+    """One random stream fed the training-data PRDC pick first: passing training poses changed which held-out
+    poses became IK handles, corruptions and interpolation pairs."""
+    from posespace import EvalConfig, evaluate_rig
+
+    space, rig, ps, _, _ = trained
+    cfg = EvalConfig(samples=8, max_real=40, ik_poses=2, projection_poses=2, interpolation_pairs=1,
+                     interpolation_steps=3, prdc_k=2, zero_shot=())  # fmt: skip
+    held = ps.rigs[0].poses[:40]
+    alone = evaluate_rig(space, rig, held, cfg)
+    with_train = evaluate_rig(space, rig, held, cfg, train_poses=ps.rigs[0].poses[40:])
+    assert "prdc_training_data" in with_train and "prdc_training_data" not in alone
+    for key in ("ik", "projection", "interpolation"):
+        timing = ("ms_per_pose",)
+        assert {k: v for k, v in with_train[key].items() if k not in timing} == {
+            k: v for k, v in alone[key].items() if k not in timing
+        }, key
