@@ -28,7 +28,7 @@ from sim import RigError
 from sim.audit import audit_motion, derived_joint_limits
 from usd_io import (
     InputError,
-    audit_folder_name,
+    audit_folder_names,
     interrupt_exit_status,
     load_asset,
     stop_on_sigterm,
@@ -147,8 +147,9 @@ def main(cfg: ConvertConfig) -> int:
         listed = ", ".join(f"{c.name} ({c.frame_count} keys)" for c in clips) or "none"
         print(f"wrote {cfg.output}: rig {rig.name!r} ({rig.joint_count} joints, {vertices} vertices), clips: {listed}")
         if cfg.audit and clips:
-            for motion, report in zip(clips, reports, strict=True):
-                folder = audit_root / audit_folder_name(motion.name)
+            folders = audit_folder_names([motion.name for motion in clips])
+            for motion, report, name in zip(clips, reports, folders, strict=True):
+                folder = audit_root / name
                 try:
                     write_audit(folder, rig, motion, report=report)
                 except (InputError, RigError, ValueError) as e:  # e.g. no permission, a plot that cannot be drawn

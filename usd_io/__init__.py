@@ -17,7 +17,7 @@ from .audit_io import (
     assert_no_self_intersection,
     audit_asset,
     audit_file,
-    audit_folder_name,
+    audit_folder_names,
     write_audit,
 )
 from .errors import InputError
@@ -37,7 +37,7 @@ __all__ = [
     "atomic_output",
     "audit_asset",
     "audit_file",
-    "audit_folder_name",
+    "audit_folder_names",
     "interrupt_exit_status",
     "load_asset",
     "make_folder",

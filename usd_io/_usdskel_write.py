@@ -243,7 +243,7 @@ def write_usdskel(
             anim_names = unique_identifiers([c.name for c in clips])
             joint_tokens = Vt.TokenArray(joint_paths)
             ones = np.ones((rig.joint_count, 3), dtype=np.float16)
-            for clip, name in zip(clips, anim_names):
+            for index, (clip, name) in enumerate(zip(clips, anim_names)):
                 clip.check_rig(rig)
                 anim = UsdSkel.Animation.Define(stage, scope_path.AppendChild(name))
                 anim.GetPrim().SetDisplayName(clip.name)
@@ -261,7 +261,7 @@ def write_usdskel(
                     r_attr.Set(Vt.QuatfArray.FromNumpy(np.ascontiguousarray(rotations[f])), tc)
                     s_attr.Set(Vt.Vec3hArray.FromNumpy(ones), tc)
                 time_codes.extend(float(c) for c in codes)
-                if clip is clips[bound]:
+                if index == bound:  # by position: the same Motion may be passed twice
                     bound_codes = [float(c) for c in codes]
                     skel_binding.CreateAnimationSourceRel().SetTargets([anim.GetPath()])
             stage.SetStartTimeCode(min(time_codes))

@@ -56,8 +56,11 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
         mode = stat.S_IMODE(path.stat().st_mode)
     except OSError:
         mode = 0o666 & ~_UMASK
-    os.chmod(tmp_path, mode)
     try:
+        try:
+            os.chmod(tmp_path, mode)
+        except OSError:  # file systems that refuse chmod (vfat, CIFS): the new file keeps mkstemp's 0600
+            pass
         yield tmp_path
         try:
             _fsync(tmp_path)  # the content reaches the disk before the name does: no empty file after a crash

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +42,7 @@ __all__ = [
     "assert_no_self_intersection",
     "audit_asset",
     "audit_file",
-    "audit_folder_name",
+    "audit_folder_names",
     "write_audit",
 ]
 
@@ -93,10 +94,25 @@ def audit_file(
     return audit_asset(load_asset(path, **load_options), clip, config, limits=limits)
 
 
-def audit_folder_name(clip_name: str) -> str:
-    """A folder name for a clip's audit: the clip name with characters outside ``[A-Za-z0-9._-]`` replaced by ``_``."""
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", clip_name).strip(".") or "clip"
-    return name
+AUDIT_FOLDER_BYTES = 200
+"""Longest audit folder name (file systems take 255 bytes, the suffix of a repeated name included)."""
+
+
+def audit_folder_names(clip_names: Sequence[str]) -> list[str]:
+    """A folder name per clip for its audit (same order): characters outside ``[A-Za-z0-9._-]`` replaced by ``_``,
+    at most :data:`AUDIT_FOLDER_BYTES`, and unique ignoring case (``_1``, ``_2``, ... in order): ``Walk 1`` and
+    ``Walk:1``, or ``Walk`` and ``walk`` on a case-insensitive disk, shared one folder and one audit overwrote the
+    other."""
+    out: list[str] = []
+    taken: set[str] = set()
+    for clip_name in clip_names:
+        base = re.sub(r"[^A-Za-z0-9._-]", "_", clip_name).strip(".")[:AUDIT_FOLDER_BYTES] or "clip"
+        name, k = base, 1
+        while name.lower() in taken:
+            name, k = f"{base}_{k}", k + 1
+        taken.add(name.lower())
+        out.append(name)
+    return out
 
 
 def write_audit(

@@ -183,3 +183,14 @@ def test_unknown_clip_names_the_file_once(assets_dir):
         with pytest.raises(usd_io.InputError) as e:
             call()
         assert str(e.value) == f"{path}: clip: no clip 'Jump'; available: Survey, Walk, Run"
+
+
+def test_audit_folder_names_are_unique_ignoring_case_and_short():
+    """'Walk 1' and 'Walk:1' (and 'Walk' / 'walk' on a case-insensitive disk) shared one folder: one clip's audit
+    overwrote the other's; a 300-character clip name failed with 'File name too long'."""
+    from usd_io import audit_folder_names
+
+    names = audit_folder_names(["Walk 1", "Walk:1", "Walk_1", "walk.", "Walk", "x" * 300, ""])
+    assert names[:5] == ["Walk_1", "Walk_1_1", "Walk_1_2", "walk", "Walk_2"]  # 'Walk' clashes with 'walk'
+    assert len({n.lower() for n in names}) == len(names)
+    assert all(len(n.encode()) <= 255 for n in names) and names[-1] == "clip"

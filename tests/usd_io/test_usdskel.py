@@ -1323,3 +1323,29 @@ def test_other_skeletons_animation_is_not_a_clip_of_this_one(tmp_path):
         warnings.simplefilter("ignore", UsdSkelWarning)
         assert list(read_usdskel(path, skeleton="/Root/A/Skel").clips) == ["Anim_A"]
         assert list(read_usdskel(path, skeleton="/Root/B/Skel").clips) == ["Anim_B"]
+
+
+def test_bound_clip_is_chosen_by_position(tmp_path, rig, clips):
+    """The same Motion passed twice: the bound clip was found by identity, so bound_clip=0 bound the last copy."""
+    path = tmp_path / "twice.usda"
+    write_usdskel(path, rig, [clips[0], clips[1], clips[0]], bound_clip=0)
+    stage = Usd.Stage.Open(str(path))
+    skel = next(p for p in stage.Traverse() if p.IsA(UsdSkel.Skeleton))
+    targets = UsdSkel.BindingAPI(skel).GetAnimationSourceRel().GetTargets()
+    anims = [p for p in stage.Traverse() if p.IsA(UsdSkel.Animation)]
+    assert len(anims) == 3 and targets == [anims[0].GetPath()]  # the first of the three, not the last
+
+
+def test_a_file_system_refusing_chmod_still_gets_the_file(tmp_path, rig, clips, monkeypatch):
+    """chmod ran before the clean-up: a mount refusing it (vfat, CIFS) left the temporary file and a bare
+    PermissionError naming no path."""
+    import usd_io.atomic as atomic
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(atomic.os, "chmod", refuse)
+    path = tmp_path / "out" / "x.usda"
+    write_usdskel(path, rig, clips[:1])
+    assert [p.name for p in path.parent.iterdir()] == ["x.usda"]
+    assert Usd.Stage.Open(str(path)) is not None
