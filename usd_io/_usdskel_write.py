@@ -113,7 +113,11 @@ def _extent_samples(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Time codes and times [s] of a bound clip's extent samples: its keys plus every whole code between them
     (USD interpolates an extent linearly, the pose between sparse keys by slerp: a swinging limb left the box)."""
-    whole = np.arange(np.ceil(keys[0]), np.floor(keys[-1]) + 1.0)
+    first, last = np.ceil(keys[0]), np.floor(keys[-1])
+    if last - first + 1.0 > MAX_EXTENT_SAMPLES + len(keys):  # spread them without listing every whole code (a
+        whole = np.unique(np.linspace(first, last, MAX_EXTENT_SAMPLES + len(keys)).round())  # 1e6 s span took 0.8 GB)
+    else:
+        whole = np.arange(first, last + 1.0)
     extra = whole[~np.isin(whole, keys)]
     if len(extra) > MAX_EXTENT_SAMPLES:
         extra = extra[np.linspace(0, len(extra) - 1, MAX_EXTENT_SAMPLES).round().astype(int)]

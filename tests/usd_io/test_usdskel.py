@@ -1349,3 +1349,23 @@ def test_a_file_system_refusing_chmod_still_gets_the_file(tmp_path, rig, clips, 
     write_usdskel(path, rig, clips[:1])
     assert [p.name for p in path.parent.iterdir()] == ["x.usda"]
     assert Usd.Stage.Open(str(path)) is not None
+
+
+def test_extent_samples_of_a_long_sparse_clip_are_spread_without_listing_every_code():
+    """Every whole time code of the span was listed before the cap applied: a two-key clip spanning 1e6 s took
+    0.8 GB (about 24 GB at 1e8 s). The samples are spread directly now, the keys always among them."""
+    import tracemalloc
+
+    from usd_io._usdskel_write import MAX_EXTENT_SAMPLES, _extent_samples
+
+    keys = np.array([0.0, 0.5, 1.0e7])
+    tracemalloc.start()
+    codes, times = _extent_samples(keys, keys / 24.0, 24.0, 0.0)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 20e6, peak  # listing 1e7 codes takes 80 MB
+    assert len(codes) <= MAX_EXTENT_SAMPLES + len(keys) and set(keys) <= set(codes)
+    assert np.all(np.diff(codes) > 0) and np.allclose(times, codes / 24.0)
+    small = np.array([0.0, 2.5, 10.0])
+    np.testing.assert_array_equal(_extent_samples(small, small / 24.0, 24.0, 0.0)[0],
+                                  [0.0, 1.0, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0])  # fmt: skip
