@@ -141,7 +141,7 @@ def skinned_extents(rig: Rig, motion: Motion, length_scale: float = 1.0) -> np.n
     """
     lo = np.full((motion.frame_count, 3), np.inf)
     hi = np.full((motion.frame_count, 3), -np.inf)
-    for mesh in (m for m in rig.meshes if m.vertex_count):  # an empty mesh bounds nothing
+    for mesh in (m for m in rig.meshes if m.vertex_count and len(m.triangles)):  # written meshes only
         step = max(1, EXTENT_CHUNK_POINTS // mesh.vertex_count)
         for start in range(0, motion.frame_count, step):
             stop = min(start + step, motion.frame_count)
@@ -278,8 +278,9 @@ def write_usdskel(
         mesh_names = unique_identifiers([m.name for m in rig.meshes], reserved=("Skeleton", "Animations"))
         identity = Gf.Matrix4d(1.0)
         for mesh, name in zip(rig.meshes, mesh_names):
-            if mesh.vertex_count == 0:  # a Mesh without points is not a valid UsdGeom mesh (readers refuse it)
-                warnings.warn(f"{path}: mesh {mesh.name!r} has no vertices: not written", stacklevel=2)
+            if mesh.vertex_count == 0 or len(mesh.triangles) == 0:  # readers (ours too) skip a mesh without faces
+                warnings.warn(f"{path}: mesh {mesh.name!r} has no {'vertices' if mesh.vertex_count == 0 else 'faces'}:"
+                              " not written", stacklevel=2)  # fmt: skip
                 continue
             usd_mesh = UsdGeom.Mesh.Define(stage, root_path.AppendChild(name))
             usd_mesh.GetPrim().SetDisplayName(mesh.name)
@@ -304,7 +305,7 @@ def write_usdskel(
             binding.CreateGeomBindTransformAttr(identity)
 
         # -- SkelRoot bounds: the skinned meshes' extent at the default time and every code of the bound clip --
-        if any(m.vertex_count for m in rig.meshes):
+        if any(m.vertex_count and len(m.triangles) for m in rig.meshes):
             root_extent = skel_root.CreateExtentAttr()
             root_extent.Set(Vt.Vec3fArray.FromNumpy(skinned_extents(rig, Motion.rest(rig), scale)[0]))
             if bound is not None:

@@ -34,7 +34,7 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
             folder, no permission); the message names the path and the reason. Errors of the writer inside the
             ``with`` block propagate unchanged.
     """
-    path = Path(path)
+    path = requested = Path(path)
     if path.is_symlink():  # write through the link (as open() does): the link stays, its target gets the content
         path = path.resolve()
     try:
@@ -71,7 +71,7 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
         tmp_path.unlink(missing_ok=True)
         raise
     _fsync(path.parent, missing_ok=True)  # the rename itself
-    _reload_open_layer(path)
+    _reload_open_layer(path, requested)
 
 
 def _read_umask() -> int:
@@ -102,14 +102,18 @@ def _fsync(path: Path, missing_ok: bool = False) -> None:
         os.close(fd)
 
 
-def _reload_open_layer(path: Path) -> None:
+def _reload_open_layer(path: Path, requested: Path | None = None) -> None:
     """Reloads a USD layer of ``path`` this process holds open (a stage, a viewer, an earlier read): USD's layer
-    registry kept serving the replaced file's content to every later open of the path."""
+    registry kept serving the replaced file's content to every later open of the path. ``requested``: the path as
+    given, when it is a link to ``path`` (a layer opened through the link is registered under the link's name)."""
     if path.suffix.lower() not in USD_LAYER_SUFFIXES or "pxr" not in sys.modules:
         return  # nothing of USD loaded: no layer can be open
     from pxr import Sdf
 
-    for name in dict.fromkeys((str(path), str(path.resolve()))):
+    names = [str(path), str(path.resolve())]
+    if requested is not None:
+        names += [str(requested), os.path.abspath(requested)]
+    for name in dict.fromkeys(names):
         layer = Sdf.Layer.Find(name)
         if layer is not None:
             layer.Reload(force=True)

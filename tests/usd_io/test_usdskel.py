@@ -1369,3 +1369,37 @@ def test_extent_samples_of_a_long_sparse_clip_are_spread_without_listing_every_c
     small = np.array([0.0, 2.5, 10.0])
     np.testing.assert_array_equal(_extent_samples(small, small / 24.0, 24.0, 0.0)[0],
                                   [0.0, 1.0, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0])  # fmt: skip
+
+
+def test_a_mesh_without_faces_is_not_written_nor_bounded(tmp_path):
+    """A mesh with points but no faces was written, counted in the SkelRoot extent, and dropped by our reader."""
+    import warnings
+
+    pts = np.array([[5.0, 5.0, 5.0], [6.0, 5.0, 5.0], [5.0, 6.0, 5.0]])
+    loose = SkinnedMesh("pts", pts, np.zeros((0, 3), int), np.zeros((3, 1), int), np.ones((3, 1)))
+    tube = SkinnedMesh("tube", np.array([[0.0, 0, 0], [0.1, 0, 0], [0, 0.1, 0]]), np.array([[0, 1, 2]]),
+                       np.zeros((3, 1), int), np.ones((3, 1)))  # fmt: skip
+    rig = Rig(["r"], [-1], [[0.0, 0.0, 0.0]], [[0.0, 0.0, 0.0, 1.0]], name="one", meshes=[loose, tube])
+    path = tmp_path / "one.usda"
+    with pytest.warns(UserWarning, match="mesh 'pts' has no faces: not written"):
+        write_usdskel(path, rig, [Motion(30.0, [[0.0, 0.0, 0.0]], [[[0.0, 0.0, 0.0, 1.0]]], name="single")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no 'skipped' warning on reading: nothing unreadable was written
+        back = read_usdskel(path)
+    assert [m.name for m in back.rig.meshes] == ["tube"]
+    stage = Usd.Stage.Open(str(path))
+    root = next(p for p in stage.Traverse() if p.IsA(UsdSkel.Root))
+    assert max(max(c) for c in UsdGeom.Boundable(root).GetExtentAttr().Get()) < 1.0  # the loose points at 5 m
+
+
+def test_rewriting_through_a_link_reloads_a_layer_opened_through_it(tmp_path, rig, clips):
+    """atomic_output resolved the link and reloaded the target's layer only: a stage opened through the link kept
+    serving the old content."""
+    target, link = tmp_path / "target.usda", tmp_path / "link.usda"
+    write_usdskel(target, rig, clips[:1])
+    link.symlink_to(target)
+    held = Usd.Stage.Open(str(link))
+    write_usdskel(link, rig, clips[1:2])
+    assert link.is_symlink() and clips[1].name in target.read_text()
+    assert list(read_usdskel(link).clips) == [clips[1].name]
+    assert held is not None
