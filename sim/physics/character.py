@@ -507,8 +507,9 @@ def build_character(rig: Rig, motion: Motion | None = None, cfg: CharacterConfig
             # origin to its child bodies' (a small sphere at a leaf), not a speck carrying what hangs below it
             p = np.concatenate([bpos[b][None], bpos[np.flatnonzero(body_parent == b)]])
             bare_r[b] = cfg.meshless_radius_fraction * height if len(p) > 1 else min_r
-            notes.append(f"body {rig.joint_names[body_joint[b]]!r} has no skinned vertices: a bone capsule of radius"
-                         f" {bare_r[b]:.3g} m to its child bodies")  # fmt: skip
+            shape = "a bone capsule to its child bodies" if len(p) > 1 else "a sphere at its origin"
+            notes.append(f"body {rig.joint_names[body_joint[b]]!r} has no skinned vertices: {shape}, radius"
+                         f" {bare_r[b]:.3g} m")  # fmt: skip
         ip, iq = _inv(bpos[b], brot[b])
         local_pts.append(ip + quat_rotate(iq, p))
     capsules = [fit_capsule(p, cfg.collider_radius_quantile, max(min_r, r)) for p, r in zip(local_pts, bare_r)]
