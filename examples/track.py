@@ -593,8 +593,7 @@ def _run(cfg: TrackConfig) -> int:
         writing = True
         status, report = _write_outputs(cfg, character, prepared, clip.name, result, metrics, filtered_targets)
     except KeyboardInterrupt as e:
-        resumable = cfg.method == "projection" and ckpt.is_file()
-        again = "--resume rewrites the outputs from the checkpoint" if resumable else "run it again"
+        again = _rerun_hint(cfg, ckpt)
         if not writing:  # nothing of this run written, an earlier run's outputs untouched
             print(f"interrupted after the simulation: nothing written{_earlier_run_note(cfg.output)}; {again}",
                   file=sys.stderr)  # fmt: skip
@@ -603,8 +602,7 @@ def _run(cfg: TrackConfig) -> int:
                   f" {again}", file=sys.stderr)  # fmt: skip
         return interrupt_exit_status(e)
     except (OSError, InputError) as e:  # disk full, permissions changed, a file in the way while writing
-        resumable = cfg.method == "projection" and ckpt.is_file()
-        again = "--resume rewrites the outputs from the checkpoint" if resumable else "run it again"
+        again = _rerun_hint(cfg, ckpt)
         if isinstance(e, OSError):
             where = e.filename if e.filename is not None else cfg.output
             what = f"{where}: cannot write ({e.strerror or e})"
@@ -627,6 +625,12 @@ def _run(cfg: TrackConfig) -> int:
     if not result.ok:
         print("warning: the character fell; metrics.json reports success=false")
     return 0
+
+
+def _rerun_hint(cfg: TrackConfig, ckpt: Path) -> str:
+    """How to get the outputs after a run stopped while (or before) writing them."""
+    resumable = cfg.method == "projection" and ckpt.is_file()
+    return "--resume rewrites the outputs from the checkpoint" if resumable else "run it again"
 
 
 def _written_text(cfg: TrackConfig, checkpoint: bool) -> str:

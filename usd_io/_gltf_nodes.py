@@ -9,6 +9,7 @@ import numpy as np
 from sim.rotations import matrix_to_quat, quat_to_matrix
 
 from ._gltf_document import GltfDocument
+from ._limits import not_affine
 
 __all__ = ["NodeTree", "read_nodes", "trs_matrices"]
 
@@ -169,7 +170,7 @@ def read_nodes(doc: GltfDocument) -> NodeTree:
         children.append(kids)
         if "matrix" in node:
             m = doc.get_floats(node, "matrix", where, 16).reshape(4, 4).T  # stored column-major
-            if np.abs(m[3] - [0.0, 0.0, 0.0, 1.0]).max() > 1e-6:
+            if not_affine(m):
                 raise doc.error(f"{where}.matrix", f"last row {m[3].tolist()} is not [0, 0, 0, 1]")
             m[3] = [0.0, 0.0, 0.0, 1.0]
             matrices[i] = m

@@ -29,7 +29,7 @@ from sim.rotations import quat_conjugate, quat_multiply, quat_rotate
 from ._gltf_accessors import read_accessor
 from ._gltf_document import GltfDocument
 from ._gltf_nodes import NodeTree, rigid_frames
-from ._limits import MAX_MAGNITUDE, too_large
+from ._limits import MAX_MAGNITUDE, not_affine, too_large
 
 __all__ = ["Y_UP_TO_Z_UP", "Skeleton", "build_skeleton", "unique_names"]
 
@@ -176,7 +176,7 @@ def inverse_bind_matrices(
                 raise doc.error(
                     f"{where}.inverseBindMatrices", f"accessors[{acc}] holds values out of range (> {MAX_MAGNITUDE:g})"
                 )
-            off = np.abs(ibm[: len(joints), 3] - [0.0, 0.0, 0.0, 1.0]).max(axis=1) > 1e-6
+            off = not_affine(ibm[: len(joints)])
             if off.any():
                 k = int(np.argmax(off))
                 raise doc.error(f"{where}.inverseBindMatrices", f"accessors[{acc}] matrix {k}: last row"

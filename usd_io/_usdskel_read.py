@@ -25,7 +25,7 @@ from sim import Motion, Rig, RigError, SkinnedMesh
 from sim.rig import WEIGHT_SUM_TOLERANCE, RigWarning
 from sim.rotations import axis_angle_to_quat, matrix_to_quat, quat_multiply, quat_rotate, transform_matrix
 
-from ._limits import MAX_MAGNITUDE, too_large
+from ._limits import MAX_MAGNITUDE, not_affine, too_large
 from ._usd_names import unique_identifiers
 from .asset import Asset
 from .errors import InputError
@@ -299,7 +299,7 @@ class _Skeleton:
             if value is not None and too_large(value).any():
                 raise InputError(path, f"{where}.{field}", f"matrix entries out of range (> {MAX_MAGNITUDE:g})")
             if value is not None:  # USD's row-vector matrices: the 4th column, here the 4th row
-                off = np.abs(value[:, 3] - [0.0, 0.0, 0.0, 1.0]).max(axis=1) > 1e-6
+                off = not_affine(value)
                 if off.any():
                     j = int(np.argmax(off))
                     column = value[j, 3].tolist()
@@ -839,15 +839,16 @@ def read_usdskel(path: str | Path, *, skeleton: str | None = None) -> Asset:
     if anim_query:
         anim_prims.append(anim_query.GetPrim())
     others = set()  # the animation sources of the other skeletons of the SkelRoot: their clips, not this one's
+    found = []
     for prim in Usd.PrimRange(root_prim, predicate):
         if prim.IsA(UsdSkel.Skeleton) and prim != skel_prim:
             query = cache.GetSkelQuery(UsdSkel.Skeleton(prim))
             source = query.GetAnimQuery() if query else None
             if source:
                 others.add(source.GetPrim().GetPath())
-    for prim in Usd.PrimRange(root_prim, predicate):
-        if prim.IsA(UsdSkel.Animation) and prim not in anim_prims and prim.GetPath() not in others:
-            anim_prims.append(prim)
+        elif prim.IsA(UsdSkel.Animation) and prim not in anim_prims:
+            found.append(prim)
+    anim_prims += [prim for prim in found if prim.GetPath() not in others]
     clips: dict[str, Motion] = {}
     for prim in anim_prims:
         motion = _read_animation(prim, skel, placement, stage, path)

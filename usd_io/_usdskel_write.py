@@ -127,6 +127,12 @@ def _extent_samples(
     return codes[order], times[order]
 
 
+def _written(mesh) -> bool:
+    """Whether a mesh is written: one without points is not a valid UsdGeom mesh, one without faces readers (ours
+    too) skip; neither bounds the SkelRoot."""
+    return mesh.vertex_count > 0 and len(mesh.triangles) > 0
+
+
 def skinned_extents(rig: Rig, motion: Motion, length_scale: float = 1.0) -> np.ndarray:
     """Bounds of all the rig's skinned meshes at every frame of ``motion`` (a SkelRoot's extent).
 
@@ -141,7 +147,7 @@ def skinned_extents(rig: Rig, motion: Motion, length_scale: float = 1.0) -> np.n
     """
     lo = np.full((motion.frame_count, 3), np.inf)
     hi = np.full((motion.frame_count, 3), -np.inf)
-    for mesh in (m for m in rig.meshes if m.vertex_count and len(m.triangles)):  # written meshes only
+    for mesh in (m for m in rig.meshes if _written(m)):
         step = max(1, EXTENT_CHUNK_POINTS // mesh.vertex_count)
         for start in range(0, motion.frame_count, step):
             stop = min(start + step, motion.frame_count)
@@ -278,7 +284,7 @@ def write_usdskel(
         mesh_names = unique_identifiers([m.name for m in rig.meshes], reserved=("Skeleton", "Animations"))
         identity = Gf.Matrix4d(1.0)
         for mesh, name in zip(rig.meshes, mesh_names):
-            if mesh.vertex_count == 0 or len(mesh.triangles) == 0:  # readers (ours too) skip a mesh without faces
+            if not _written(mesh):
                 warnings.warn(f"{path}: mesh {mesh.name!r} has no {'vertices' if mesh.vertex_count == 0 else 'faces'}:"
                               " not written", stacklevel=2)  # fmt: skip
                 continue
@@ -305,7 +311,7 @@ def write_usdskel(
             binding.CreateGeomBindTransformAttr(identity)
 
         # -- SkelRoot bounds: the skinned meshes' extent at the default time and every code of the bound clip --
-        if any(m.vertex_count and len(m.triangles) for m in rig.meshes):
+        if any(_written(m) for m in rig.meshes):
             root_extent = skel_root.CreateExtentAttr()
             root_extent.Set(Vt.Vec3fArray.FromNumpy(skinned_extents(rig, Motion.rest(rig), scale)[0]))
             if bound is not None:
