@@ -629,8 +629,11 @@ def build_character(rig: Rig, motion: Motion | None = None, cfg: CharacterConfig
         lo, hi = coords.min(axis=0) - margin, coords.max(axis=0) + margin
         mid = 0.5 * (lo + hi)
         half = np.maximum(0.5 * (hi - lo), half_min)
-        character.limit_lower[1:] = np.maximum(mid - half, -np.pi)
-        character.limit_upper[1:] = np.minimum(mid + half, np.pi)
+        # the coordinates are unwrapped (one Euler branch along the clip), so a range may pass +-180 deg: clamping
+        # it there held a joint turning on past 180 deg at the limit; a window of a whole turn or more is no limit
+        full = half >= np.pi
+        character.limit_lower[1:] = np.where(full, -np.inf, mid - half)
+        character.limit_upper[1:] = np.where(full, np.inf, mid + half)
         # keep the middle (Y) coordinate off the gimbal singularity
         character.limit_lower[1:, 1] = np.maximum(character.limit_lower[1:, 1], -np.deg2rad(85.0))
         character.limit_upper[1:, 1] = np.minimum(character.limit_upper[1:, 1], np.deg2rad(85.0))

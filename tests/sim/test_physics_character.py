@@ -790,3 +790,31 @@ def test_degenerate_rigs_and_settings_are_refused_naming_the_cause():
         build_character(rig, cfg=CharacterConfig(contact_frame_fraction=0.0))
     with pytest.raises(sim.RigError, match=r"'torso' is the root body's \(a free joint\)"):
         build_character(rig, cfg=CharacterConfig(joint_limits_deg={"torso": (-30.0, 30.0)}))
+
+
+@pytest.mark.parametrize("turn_deg", [250.0, 400.0])
+def test_motion_limits_hold_a_joint_turning_past_half_a_turn(turn_deg):
+    """A joint turning on past 180 deg about X (unwrapped coordinates beyond pi): the limits were clamped to +-180
+    deg, holding it at the clamp; a range of a whole turn (with margins) leaves the axis unlimited."""
+    rig = table_quadruped()
+    ch0 = build_character(rig)
+    F = 25
+    e = np.zeros((F, ch0.body_count - 1, 3))
+    e[:, 0, 0] = np.radians(np.linspace(0.0, turn_deg, F))
+    root = np.tile(quat_identity(), (F, 1))
+    rot = ch0.body_rotations_from_coordinates(root, e)
+    pos = ch0.body_positions_from_rotations(np.zeros((F, 3)), rot)
+    motion = ch0.motion_from_bodies(pos, rot, 30.0)
+    ch = build_character(rig, motion)
+    _, brot = ch.body_transforms(motion)
+    coords = ch.joint_coordinates(brot)
+    assert np.ptp(coords[:, 0, 0]) == pytest.approx(np.radians(turn_deg), abs=1e-6)  # unwrapped past pi
+    assert np.all(coords >= ch.limit_lower[None, 1:] - 1e-12)
+    assert np.all(coords <= ch.limit_upper[None, 1:] + 1e-12)
+    margin = np.radians(CharacterConfig().joint_limit_margin_deg)
+    if np.radians(turn_deg) + 2 * margin >= 2 * np.pi:
+        assert np.isinf(ch.limit_lower[1, 0]) and np.isinf(ch.limit_upper[1, 0])
+    else:
+        assert np.isfinite(ch.limit_lower[1, 0]) and np.isfinite(ch.limit_upper[1, 0])
+        np.testing.assert_allclose(ch.limit_upper[1, 0] - ch.limit_lower[1, 0], np.radians(turn_deg) + 2 * margin)
+    assert np.isfinite(ch.limit_lower[1:, 1]).all()  # Y stays off the gimbal singularity
