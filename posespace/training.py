@@ -58,7 +58,10 @@ class TrainConfig:
     fps: float = 60.0
     """Clips are resampled to this rate [1/s]."""
     steps: int = 5000
-    """Optimizer steps."""
+    """Optimizer steps; also the length of the learning-rate schedule (linear warmup, then a cosine to 5% of
+    ``lr`` at the last step). A resume with more steps than its checkpoint's run continues on the longer schedule
+    (the steps after the checkpoint get the longer run's rates, so the rate steps back up from where the shorter
+    schedule had decayed it); the steps before it keep the shorter schedule's rates."""
     batch_size: int = 64
     """Poses per step and process."""
     lr: float = 1e-3
