@@ -22,6 +22,7 @@ resumed run retraces the unbroken one.
 
 from __future__ import annotations
 
+import copy
 import csv
 import dataclasses
 import json
@@ -35,7 +36,7 @@ from typing import Literal
 
 import torch
 
-from sim import Motion, Rig
+from sim import Motion, Rig, RigError
 from sim.torch_ops import TorchRig
 
 from ._run_state import (
@@ -81,7 +82,7 @@ class LossWeights:
     with the mesh's vertex count, so scale this weight by V0 / V to treat a mesh of V vertices as one of V0
     (:func:`distill.losses.ground_penalty`)."""
     self_collision: float = 10.0
-    """Squared overlap of capsules of distant body parts [body lengths]."""
+    """Squared overlap of capsules of distant body parts [body lengths^2]."""
     pose_prior: float = 1.0
     """The pose-prior hook's value (ignored when no hook is given)."""
 
@@ -126,6 +127,11 @@ class OptimConfig:
     def __post_init__(self):
         for name, low in (("steps", 1), ("checkpoint_every", 1), ("preview_every", 0), ("oracle_eval_every", 1)):
             _check_int(f"OptimConfig.{name}", getattr(self, name), low)
+        # any integer (the step streams take it modulo 2^63); None, 1.5 or "7" failed at step 0 or were truncated
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ValueError(f"OptimConfig.seed: must be an integer, got {self.seed!r}")
+        if self.preview_format not in ("gif", "mp4"):  # "txt" failed after the whole run, "png" wrote a still
+            raise ValueError(f"OptimConfig.preview_format: must be 'gif' or 'mp4', got {self.preview_format!r}")
         if self.key_count is not None:
             _check_int("OptimConfig.key_count", self.key_count, 2)
         for name in ("lr_rotation", "lr_translation"):
@@ -181,7 +187,7 @@ class DistillConfig:
         g, r, o = self.guidance, self.render, self.optim
         # (what is encoded, the fields that set its width and height, width, height)
         sizes = [("the render size", "render.width", "render.height", r.width, r.height)]
-        if o.coarse_scale != 1.0:
+        if o.coarse_scale != 1.0 and o.coarse_fraction > 0:  # no coarse phase: never rendered at that size
             cw, ch = max(1, round(r.width * o.coarse_scale)), max(1, round(r.height * o.coarse_scale))
             what = f"the coarse phase's size (render size {r.width}x{r.height} x {o.coarse_scale:g})"
             sizes.append((what, "optim.coarse_scale", "optim.coarse_scale", cw, ch))
@@ -227,7 +233,8 @@ class DistillResult:
 
     Attributes:
         motion: the distilled motion.
-        log: one dict per step (step, every loss term, total, timestep, lr, sigma, seconds).
+        log: one dict per step (step, every loss term, total, timestep, lr_scale (the step sizes' fraction of
+            their base), sigma, seconds).
         output_dir: the run folder.
         steps_run: steps executed by this call (0 when a finished checkpoint was resumed).
         oracle_metrics: errors against the oracle's target motion (oracle runs).
@@ -291,6 +298,15 @@ class Distiller:
             if clip is not None and not math.isclose(clip.fps, config.fps, rel_tol=1e-6):
                 # the trajectory, its renders and motion.usda would play at the clip's rate, config.json at the other
                 raise ValueError(f"{name}: {clip.fps:g} fps, config.fps is {config.fps:g} (resample the clip first)")
+            if clip is not None and not clip.is_uniform():
+                # rendered (camera follow) at its own times, while smoothness and the video model assume 1 / fps
+                raise ValueError(f"{name}: key times are not on the 1/fps grid (resample the clip first, e.g. "
+                                 "distill.sample_clip)")  # fmt: skip
+            if clip is not None:  # guidance other than the oracle's failed after a whole step, not naming it
+                try:
+                    clip.check_rig(rig)
+                except RigError as e:
+                    raise RigError(f"{name}: {e}") from None
         self.trajectory = Trajectory(rig, init, config.optim.key_count).to(self.device)
         self.renderer = VideoRenderer(rig, config.render, device=self.device, body_root=self.trajectory.body_root)
         self.body_length = self.renderer.body_length
@@ -317,6 +333,9 @@ class Distiller:
             ]
         )
         self._base_lr = [g["lr"] for g in self.optimizer.param_groups]
+        # what a fresh start restores: a second run() with overwrite on this object continued the first one's
+        # trajectory and Adam moments
+        self._fresh_state = copy.deepcopy((self.trajectory.state_dict(), self.optimizer.state_dict()))
 
     # -- rendering ------------------------------------------------------------------------------------
     def render_motion(self, motion: Motion) -> torch.Tensor:
@@ -417,9 +436,14 @@ class Distiller:
                     "start afresh here with --overwrite (overwrite=True), or choose another output folder"
                 )
             clear_derived_outputs(out, checkpoint=True, extra=stale)  # an earlier run's must not pass for this one's
+            trajectory, optimizer = copy.deepcopy(self._fresh_state)
+            self.trajectory.load_state_dict(trajectory)
+            self.optimizer.load_state_dict(optimizer)
         with atomic_output(out / "config.json") as tmp:
             tmp.write_text(json.dumps(self._config_dict(), indent=2))
         weights = dataclasses.asdict(cfg.weights)
+        if stop_after is not None and start >= stop_after and start < o.steps:  # already that far: nothing to run
+            return DistillResult(self.trajectory.to_motion(), log, out, 0)
         bar = tqdm(range(start, o.steps), initial=start, total=o.steps, disable=not progress, desc="distill")
         video, ran = None, 0
         for step in bar:

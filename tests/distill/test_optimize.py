@@ -277,6 +277,12 @@ def test_resume_refuses_another_pose_prior(tmp_path, make_chain, make_motion):
             ),
             r"^DistillConfig\.optim\.coarse_scale: tiny needs multiples of 16 px .* x 0.75\), got 24x24",
         ),
+        # a txt preview failed after the whole run, png wrote a still; seed None failed at step 0, 1.5 was truncated
+        (lambda: OptimConfig(preview_format="txt"), r"^OptimConfig\.preview_format: must be 'gif' or 'mp4', got 'txt'"),
+        (lambda: OptimConfig(preview_format="png"), r"^OptimConfig\.preview_format: must be 'gif' or 'mp4'"),
+        (lambda: OptimConfig(seed=None), r"^OptimConfig\.seed: must be an integer, got None"),
+        (lambda: OptimConfig(seed=1.5), r"^OptimConfig\.seed: must be an integer, got 1\.5"),
+        (lambda: OptimConfig(seed=True), r"^OptimConfig\.seed: must be an integer, got True"),
         (
             lambda: DistillConfig(frames=5, guidance=GuidanceConfig(kind="tiny-wan", model_height=40, model_width=32)),
             r"^DistillConfig\.guidance\.model_height: tiny-wan needs multiples of 16 px",
@@ -431,6 +437,50 @@ def test_clips_at_another_rate_or_length_are_refused(make_chain, make_motion, tm
         Distiller(rig, cfg, tmp_path, oracle_motion=make_motion(rig, 7))
     with pytest.raises(ValueError, match=r"OptimConfig.coarse_fraction: must be a fraction in \[0, 1\]"):
         OptimConfig(coarse_fraction=1.5)
+    # irregular key times rendered at their own times while the smoothness and the video model assume 1 / fps
+    uneven = Motion(12.0, good.root_translations, good.rotations, times=np.array([0.0, 0.05, 0.3, 0.31, 1.0]))
+    for name, kwargs in (
+        ("init", {"init": uneven, "oracle_motion": good}),
+        ("oracle_motion", {"oracle_motion": uneven}),
+    ):
+        with pytest.raises(ValueError, match=rf"^{name}: key times are not on the 1/fps grid"):
+            Distiller(rig, cfg, tmp_path, **kwargs)
+    # another rig's clip, with guidance other than the oracle's, failed after a whole step without naming it
+    other = make_motion(make_chain(joint_count=4), 5)
+    with pytest.raises(sim.RigError, match=r"^oracle_motion: motion .* has 4 joints but rig .* has 3"):
+        Distiller(rig, _config("tiny", steps=1), tmp_path, oracle_motion=other)
+
+
+def test_no_coarse_phase_needs_no_coarse_size(make_chain):
+    """coarse_fraction 0 never renders at coarse_scale: its size was still refused."""
+    DistillConfig(frames=5, render=RenderConfig(width=32, height=32),
+                  optim=OptimConfig(coarse_scale=0.75, coarse_fraction=0.0))  # fmt: skip
+
+
+def test_overwrite_on_the_same_distiller_is_a_fresh_run(tmp_path, make_chain):
+    """A second run() with overwrite on the same object continued the first run's trajectory and Adam moments
+    while logging from step 0 (0.05 rad off a fresh run)."""
+    rig = make_chain()
+    cfg = _config("tiny", steps=3, lr_rotation=0.05)
+    fresh = Distiller(rig, cfg, tmp_path / "fresh")
+    fresh_result = fresh.run(progress=False)
+    d = Distiller(rig, cfg, tmp_path / "reused")
+    d.run(progress=False, stop_after=2)
+    again = d.run(progress=False, overwrite=True)
+    assert [r["step"] for r in again.log] == [0, 1, 2]
+    np.testing.assert_allclose(again.motion.rotations, fresh_result.motion.rotations, atol=RESUME_TOL)
+    assert [r["sds"] for r in again.log] == pytest.approx([r["sds"] for r in fresh_result.log], rel=1e-6)
+
+
+def test_stop_after_at_or_below_the_resumed_step_runs_nothing(tmp_path, make_chain):
+    """Resumed at step 2 with stop_after=1: it ran step 2 and wrote a checkpoint at step 3."""
+    rig = make_chain()
+    cfg = _config("tiny", steps=4)
+    Distiller(rig, cfg, tmp_path).run(progress=False, stop_after=2)
+    ckpt = (tmp_path / "checkpoint.pt").read_bytes()
+    result = Distiller(rig, cfg, tmp_path).run(resume=True, progress=False, stop_after=1)
+    assert result.steps_run == 0 and len(result.log) == 2
+    assert (tmp_path / "checkpoint.pt").read_bytes() == ckpt
 
 
 def test_non_finite_loss_names_its_term(tmp_path, make_chain, make_motion):
