@@ -50,6 +50,8 @@ Definitions (all per frame unless stated):
 
 from __future__ import annotations
 
+import math
+import numbers
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -114,6 +116,26 @@ class ContactConfig:
     in_place_rel: float = 0.25
     """``"auto"`` ground motion: the clip is in place when the points' centroid stays within a horizontal box
     this size (x character size) over the whole clip [unitless]."""
+
+    def check(self, name: str = "ContactConfig") -> ContactConfig:
+        """Raises ValueError naming the field (as ``name.field``) of a value out of range: a NaN ground height hid
+        penetration, a NaN sliding speed or a negative band reported points under the ground as sliding nowhere."""
+        for f in ("ground_height", "contact_height_rel", "skate_speed_rel", "max_flight_time_s", "hover_time_s",
+                  "in_place_rel"):  # fmt: skip
+            value = getattr(self, f)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+                raise ValueError(f"{name}.{f}: must be a finite number, got {value!r}")
+        for f in ("contact_height_rel", "skate_speed_rel", "max_flight_time_s", "hover_time_s"):
+            if not getattr(self, f) > 0:
+                raise ValueError(f"{name}.{f}: must be > 0, got {getattr(self, f)!r}")
+        if not self.in_place_rel >= 0:
+            raise ValueError(f"{name}.in_place_rel: must be >= 0, got {self.in_place_rel!r}")
+        if self.up_axis not in UP_AXES:
+            raise ValueError(f"{name}.up_axis: must be one of {tuple(UP_AXES)}, got {self.up_axis!r}")
+        if self.ground_motion not in ("auto", "static", "treadmill"):
+            raise ValueError(f"{name}.ground_motion: must be 'auto', 'static' or 'treadmill', got "
+                             f"{self.ground_motion!r}")  # fmt: skip
+        return self
 
 
 def character_size(points: np.ndarray) -> float:
@@ -311,7 +333,7 @@ def ground_contact_metrics(
     Raises:
         ValueError: wrong shapes, non-finite points, non-increasing times, bad config.
     """
-    cfg = config or ContactConfig()
+    cfg = (config or ContactConfig()).check("config")
     pts = np.asarray(points, dtype=np.float64)
     if pts.ndim != 3 or pts.shape[2] != 3 or pts.shape[1] == 0:
         raise ValueError(f"points: expected shape (frame_count, point_count > 0, 3), got {pts.shape}")
@@ -319,9 +341,7 @@ def ground_contact_metrics(
         raise ValueError("points: contains non-finite values")
     F, N, _ = pts.shape
     t = _times(times, F)
-    up = UP_AXES.get(cfg.up_axis)
-    if up is None:
-        raise ValueError(f"config.up_axis must be one of {tuple(UP_AXES)}, got {cfg.up_axis!r}")
+    up = UP_AXES[cfg.up_axis]
     hz = list(horizontal_axes(cfg.up_axis))
     if size is None:
         size = character_size(pts[0])
@@ -359,8 +379,6 @@ def ground_contact_metrics(
     vel = np.full((F, N, 3), np.nan)  # horizontal velocity relative to the ground of the step f-1 -> f
     both = np.zeros((F, N), dtype=bool)
     ground_v = np.zeros(3)
-    if cfg.ground_motion not in ("auto", "static", "treadmill"):
-        raise ValueError(f"config.ground_motion must be 'auto', 'static' or 'treadmill', got {cfg.ground_motion!r}")
     if F > 1:
         vel[1:] = (pts[1:] - pts[:-1]) / dt[:, None, None]
         vel[..., up] = 0.0

@@ -167,10 +167,9 @@ class AuditConfig:
                 value = getattr(sub, f.name)
                 if isinstance(value, float) and not math.isfinite(value):
                     raise ValueError(f"AuditConfig.{part}.{f.name}: must be a finite number, got {value}")
-        c, si = self.contact, self.self_intersection
+        self.contact.check("AuditConfig.contact")
+        si = self.self_intersection
         for part, sub, names, strict in (
-            ("contact", c, ("contact_height_rel", "skate_speed_rel", "max_flight_time_s", "hover_time_s"), True),
-            ("contact", c, ("in_place_rel",), False),
             ("self_intersection", si, ("inside_offset_rel", "max_depth_rel", "weld_tolerance_rel"), True),
             ("self_intersection", si, ("rest_clearance_rel",), False),
         ):

@@ -12,6 +12,7 @@ floats in the same order as an unbroken one.
 from __future__ import annotations
 
 import dataclasses
+import glob
 import hashlib
 import json
 import os
@@ -219,7 +220,7 @@ def remove_stale_temporaries(path: Path) -> None:
     """Removes temporary files a killed save left beside ``path``."""
     path = Path(path)
     if path.parent.is_dir():
-        for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):  # "run[1].npz" matched ".run1.npz.*"
             stale.unlink(missing_ok=True)
 
 

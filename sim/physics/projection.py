@@ -28,6 +28,7 @@ from .tracking import (
     TargetFilter,
     TrackingResult,
     apply_target_filter,
+    check_frames,
     detect_blowup,
     detect_fall,
     initial_state,
@@ -278,7 +279,8 @@ def project(
         and frame a resumed run continued from).
 
     Raises:
-        ValueError: a config value out of range or a non-uniformly sampled motion (naming it), before any work.
+        ValueError: a config value out of range, a non-uniformly sampled motion or one of a single frame (naming
+            it), before any work.
         CheckpointError: ``checkpoint.resume`` and the file is unreadable or was written with other settings or
             for another character or reference.
     """
@@ -288,6 +290,7 @@ def project(
     cfg = (cfg or ProjectionConfig()).check()
     t_start = time.perf_counter()
     ref = reference if isinstance(reference, ReferenceTrajectory) else reference_trajectory(character, reference)
+    check_frames(ref)
     F, C = ref.frame_count, character.dof_count
     rng = np.random.default_rng(cfg.seed)
     settings = fingerprint = filtered = None  # filtered: the filter's output on the reference, once computed

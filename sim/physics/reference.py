@@ -170,7 +170,9 @@ def loop_motion(motion: Motion, loops: int, rig: Rig | None = None) -> Motion:
     d = np.minimum(np.abs(first - last).max(-1), np.abs(first + last).max(-1))  # either quaternion sign
     closing = motion.frame_count > 2 and float(d.max()) < CYCLIC_TOLERANCE
     if not closing:
-        warnings.warn(f"motion {motion.name!r}: first and last frames differ; looping anyway", stacklevel=2)
+        why = ("has only two frames (a closing clip needs a frame between its first and its repeat)"
+               if motion.frame_count == 2 else "first and last frames differ")  # fmt: skip
+        warnings.warn(f"motion {motion.name!r}: {why}; looping anyway", stacklevel=2)
     body = motion.slice(0, motion.frame_count - 1) if closing else motion
     period = motion.duration if closing else motion.duration * motion.frame_count / (motion.frame_count - 1)
     # per-loop rigid increment in the ground plane: from the carrier's first frame to its closing frame
@@ -298,7 +300,8 @@ def ballistic_flight(rig: Rig, motion: Motion, gravity: float = 9.81) -> tuple[M
 
     In a run of flight frames (see :func:`ground_offsets`) between two stance frames, the height of the points'
     centroid (a proxy of the centre of mass) is replaced by the parabola under ``gravity`` through its heights at
-    take-off and touch-down; the root is shifted vertically by the difference. Animated flight that floats
+    take-off and touch-down; the root is shifted vertically by the difference, but never so far down that a flight
+    frame's lowest point falls below the lower of the take-off's and touch-down's. Animated flight that floats
     (no downward acceleration) is not reproducible by any physical character.
 
     Returns:
@@ -319,6 +322,9 @@ def ballistic_flight(rig: Rig, motion: Motion, gravity: float = 9.81) -> tuple[M
         u = (t[f] - t[a]) / (t[b] - t[a])
         chord = c[a] + u * (c[b] - c[a])
         dz[f] = chord + 0.5 * gravity * (t[f] - t[a]) * (t[b] - t[f]) - c[f]
+        # a hop crouched in stance and stretched in the air: the parabola lowered the stretched legs through the
+        # floor; a flight frame's lowest point stays at the take-off's / touch-down's (grounded) height or above
+        dz[f] = np.maximum(dz[f], min(zmin[a], zmin[b]) - zmin[f])
         changed += len(f)
     if not changed:
         return motion, 0
@@ -378,7 +384,8 @@ class PreparedReference:
             where the reference is grounded, raised by the ground height (the clip's own ground is z = 0).
         scale: the uniform scale applied to the source rig [unitless].
         root_motion_added: whether root motion was extracted from contacts.
-        ground_shift_m: vertical root shift applied to each reference frame [m], shape (F,).
+        ground_shift_m: vertical root shift applied to each reference frame [m] by the grounding and the
+            ballistic flight, shape (F,).
         ballistic_frames: flight frames whose vertical motion was made ballistic.
     """
 
@@ -439,11 +446,17 @@ def prepare_reference(
     if target_height_m is not None:
         scale = float(target_height_m) / height
         rig, motion = scale_rig(rig, scale), scale_motion(motion, scale)
-    motion = loop_motion(motion, loops, rig)
+    motion = looped = loop_motion(motion, loops, rig)
     fps = cfg.fps or min(motion.fps, cfg.max_fps)
     if not motion.is_uniform() or abs(fps - motion.fps) > 1e-9 or abs(motion.times[0]) > 1e-12:
         motion = motion.resample(fps)
     motion = Motion(fps, motion.root_translations, motion.rotations, motion.translations, name=motion.name)
+    if motion.frame_count < 2:  # a track of it stepped no frame and reported success
+        if looped.frame_count < 2:
+            raise ValueError(f"motion {motion.name!r}: a single frame is a pose, not a motion to track")
+        name, rate = ("fps", cfg.fps) if cfg.fps else ("max_fps", cfg.max_fps)
+        raise ValueError(f"ReferenceConfig.{name}: {rate:g}/s resamples motion {motion.name!r} ({looped.duration:g} "
+                         "s) to a single frame; raise the rate")  # fmt: skip
     kinematic = motion
     if cfg.ground != "none" and ground_height_m != 0.0:  # authored on z = 0, it stands on the raised ground too
         kinematic = _shift_root(motion, np.array([0.0, 0.0, float(ground_height_m)]))
@@ -460,5 +473,7 @@ def prepare_reference(
         motion = _shift_root(motion, shift[:, None] * np.array([0.0, 0.0, 1.0]))
     flight = 0
     if cfg.ballistic_flight:
+        before = motion.root_translations[:, 2]
         motion, flight = ballistic_flight(rig, motion)
+        shift = shift + (motion.root_translations[:, 2] - before)
     return PreparedReference(rig, motion, kinematic, scale, added, shift, flight)

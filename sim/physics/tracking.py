@@ -103,6 +103,14 @@ def _check_uniform(motion: Motion) -> None:
         )
 
 
+def check_frames(ref: ReferenceTrajectory) -> None:
+    """Raises ValueError for a reference of fewer than two frames: nothing to simulate (a track of one frame stepped
+    nothing and reported success)."""
+    if ref.frame_count < 2:
+        raise ValueError(f"reference {ref.motion.name!r}: {ref.frame_count} frame(s), nothing to simulate (a motion "
+                         "to track needs at least two frames)")  # fmt: skip
+
+
 def reference_trajectory(character: PhysicsCharacter, motion: Motion) -> ReferenceTrajectory:
     """Body frames, velocities and joint coordinates of a rig motion.
 
@@ -249,7 +257,8 @@ class TrackingResult:
     @property
     def realtime_factor(self) -> float:
         """Simulated seconds per wall-clock second: of the stepping after the first frame (kernel loading and graph
-        capture excluded) for PD tracking, of the whole optimization for projection."""
+        capture excluded) for PD tracking, of the whole optimization for projection. A PD run that stepped a single
+        frame (a two-frame clip, a blow-up in frame 1) has no steady part: its figure includes the warm-up."""
         steady = self.info.get("steady_realtime_factor")
         return float(steady) if steady else self.sim_time_s / max(self.wall_time_s, 1e-12)
 
@@ -301,13 +310,14 @@ def track(
         The result; ``result.blowup`` is set (and the motion truncated) when the simulation blew up.
 
     Raises:
-        ValueError: a config value out of range, a non-uniformly sampled motion, or ``target_coords`` of the
-            wrong shape or not finite (each naming what is wrong), before any simulation.
+        ValueError: a config value out of range, a non-uniformly sampled motion or one of a single frame, or
+            ``target_coords`` of the wrong shape or not finite (each naming what is wrong), before any simulation.
     """
     from .newton_model import CharacterSimulation
 
     cfg = (cfg or TrackingConfig()).check()
     ref = reference if isinstance(reference, ReferenceTrajectory) else reference_trajectory(character, reference)
+    check_frames(ref)
     F = ref.frame_count
     coords = ref.coords if target_coords is None else np.asarray(target_coords, dtype=np.float64)
     if coords.shape != ref.coords.shape:

@@ -3,6 +3,8 @@ ground contact against the audit's and against constructed meshless and meshed r
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from physics_rigs import hold, table_quadruped, walkish
@@ -214,6 +216,28 @@ def test_input_validation():
         ground_contact_metrics(np.zeros((4, 2, 3)), FPS, ContactConfig(up_axis="W"), size=1.0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="non-finite"):
         ground_contact_metrics(np.full((4, 2, 3), np.nan), FPS)
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"ground_height": float("nan")}, r"config\.ground_height: must be a finite number, got nan"),
+        ({"contact_height_rel": -1.0}, r"config\.contact_height_rel: must be > 0, got -1"),
+        ({"skate_speed_rel": float("nan")}, r"config\.skate_speed_rel: must be a finite number"),
+        ({"max_flight_time_s": -0.1}, r"config\.max_flight_time_s: must be > 0"),
+        ({"hover_time_s": float("nan")}, r"config\.hover_time_s: must be a finite number"),
+        ({"in_place_rel": -0.5}, r"config\.in_place_rel: must be >= 0"),
+        ({"ground_motion": "moving"}, r"config\.ground_motion: must be 'auto', 'static' or 'treadmill'"),
+    ],
+)
+def test_bad_contact_settings_are_refused_naming_the_field(changes, message):
+    """Points sliding 1 cm under the ground: a NaN ground height reported NaN penetration and no skate, a negative
+    band or a NaN sliding speed reported no skate; every one was accepted."""
+    t = np.arange(6) / FPS
+    pts = np.stack([t * 0.5, np.zeros(6), np.full(6, -0.01)], axis=-1)[:, None, :]
+    assert ground_contact_metrics(pts, FPS, ContactConfig(ground_motion="static"), size=1.0).foot_skate_ratio == 1.0
+    with pytest.raises(ValueError, match=rf"^{message}"):
+        ground_contact_metrics(pts, FPS, dataclasses.replace(ContactConfig(), **changes), size=1.0)
 
 
 def test_bone_length_drift_and_root_chain():

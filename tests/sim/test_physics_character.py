@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from physics_rigs import hold, table_quadruped, tuning_fork
+from physics_rigs import hold, table_quadruped, tuning_fork, walkish
 
 import sim
 from sim.physics import (
@@ -818,3 +818,49 @@ def test_motion_limits_hold_a_joint_turning_past_half_a_turn(turn_deg):
         assert np.isfinite(ch.limit_lower[1, 0]) and np.isfinite(ch.limit_upper[1, 0])
         np.testing.assert_allclose(ch.limit_upper[1, 0] - ch.limit_lower[1, 0], np.radians(turn_deg) + 2 * margin)
     assert np.isfinite(ch.limit_lower[1:, 1]).all()  # Y stays off the gimbal singularity
+
+
+def test_ballistic_flight_never_lowers_a_flight_frame_through_the_floor():
+    """A hop crouched in stance (knees bent 1.4 rad) with straight legs for two frames 4 cm in the air: the
+    parabola of the centroid lowered the stretched legs 8 mm under the ground; the lowest point now stays at the
+    take-off's height or above, and ``ground_shift_m`` includes the ballistic shift."""
+    from sim.physics.reference import _contact_points
+
+    rig = table_quadruped()
+    F, fps = 40, 30.0
+    flight = (np.arange(F) >= 15) & (np.arange(F) < 17)
+    bend = np.where(flight, 0.0, 1.4)
+    rot = np.repeat(rig.rest_rotations[None], F, 0).copy()
+    for i in range(4):
+        upper, lower = rig.joint_index(f"leg{i}_upper"), rig.joint_index(f"leg{i}_lower")
+        rot[:, upper] = quat_multiply(rot[:, upper], axis_angle_to_quat(-0.5 * bend[:, None] * [0.0, 1.0, 0.0]))
+        rot[:, lower] = quat_multiply(rot[:, lower], axis_angle_to_quat(bend[:, None] * [0.0, 1.0, 0.0]))
+    root = np.repeat(rig.rest_translations[:1], F, 0).copy()
+    root[:, 2] -= _contact_points(rig, sim.Motion(fps, root, rot))[..., 2].min(1)  # stance feet on the ground
+    root[flight, 2] += 0.04
+    hop = sim.Motion(fps, root, rot, name="hop")
+    prepared = prepare_reference(rig, hop, ReferenceConfig(root_motion="keep"))
+    assert prepared.ballistic_frames == 2
+    lowest = _contact_points(prepared.rig, prepared.motion)[..., 2].min(1)
+    assert lowest.min() > -1e-9
+    applied = prepared.motion.root_translations[:, 2] - hop.root_translations[:, 2]
+    np.testing.assert_allclose(prepared.ground_shift_m, applied, atol=1e-12)
+
+
+def test_a_reference_of_one_frame_is_refused():
+    """A 1.5 s walk at max_fps 0.5 became one frame, and tracking it stepped nothing and reported success."""
+    rig = table_quadruped()
+    walk = walkish(rig, 45)
+    with pytest.raises(ValueError, match=r"^ReferenceConfig\.max_fps: 0\.5/s resamples motion .* to a single frame"):
+        prepare_reference(rig, walk, ReferenceConfig(max_fps=0.5))
+    with pytest.raises(ValueError, match=r"^ReferenceConfig\.fps: 0\.5/s resamples"):
+        prepare_reference(rig, walk, ReferenceConfig(fps=0.5))
+    with pytest.raises(ValueError, match=r"a single frame is a pose, not a motion to track"):
+        prepare_reference(rig, walk.slice(0, 1), loops=3)
+
+
+def test_a_two_frame_loop_says_why_it_is_not_closing():
+    rig = table_quadruped()
+    two = hold(rig, 2, 30.0)
+    with pytest.warns(UserWarning, match=r"has only two frames \(a closing clip needs a frame between"):
+        loop_motion(two, 2, rig)

@@ -111,6 +111,16 @@ def test_a_killed_saves_temporary_file_is_removed(case, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["job.npz"]
 
 
+def test_stale_temporaries_are_matched_by_name_not_as_a_pattern(tmp_path):
+    """ "run[1].npz" was a glob pattern: it removed another job's ".run1.npz" temporary and kept its own."""
+    from sim.physics._checkpoint import remove_stale_temporaries
+
+    (tmp_path / ".run[1].npz.123.456.tmp").write_text("stale")
+    (tmp_path / ".run1.npz.999.888.tmp").write_text("another job's, in flight")
+    remove_stale_temporaries(tmp_path / "run[1].npz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".run1.npz.999.888.tmp"]
+
+
 def test_finished_checkpoint_returns_without_simulating(case, unbroken, tmp_path):
     ch, ref = case
     full, _ = unbroken

@@ -246,6 +246,17 @@ def test_motions_not_sampled_at_their_fps_are_refused(table):
     assert reference_trajectory(table, motion.slice(5, 9)).frame_count == 4
 
 
+def test_a_single_frame_is_refused_not_reported_as_a_success(table):
+    """One frame stepped nothing: the metrics said success with no simulated time."""
+    one = walkish(table.rig, frames=25).slice(0, 1)
+    for run in (
+        lambda m: track(table, m),
+        lambda m: project(table, m, None, ProjectionConfig(samples=2, iterations=1, passes=1, ilc_passes=0)),
+    ):
+        with pytest.raises(ValueError, match=r"^reference 'walkish': 1 frame\(s\), nothing to simulate"):
+            run(one)
+
+
 @pytest.mark.parametrize(
     ("tracking", "projection", "message"),
     [
