@@ -12,7 +12,9 @@
 # The checkpoint is kept after a finished run (--resume then rewrites the outputs from it without simulating).
 # A run into a folder holding an earlier run removes that run's outputs (all but the checkpoint) before it writes
 # its own (a `note: replacing OUTPUT/` line names them), and writes metrics.json last, with "complete": true: a
-# folder without it holds an interrupted run. --resume without a checkpoint in OUTPUT says so and starts afresh.
+# folder without it holds an interrupted run. A folder holding config.json, preview.gif or audit/ but none of
+# metrics.json, tracked.usda, physics.usda or the checkpoint is somebody else's: refused, not cleared; so is
+# --motion naming a file the run would replace. --resume without a checkpoint in OUTPUT says so and starts afresh.
 # Exit status: 0 done (see metrics.json "success"), 1 the simulation blew up (no tracked.usda, no preview),
 # 2 bad input, a checkpoint of another job or an unwritable checkpoint, 130 interrupted by Ctrl-C (a projection
 # continues with --resume), 143 stopped by SIGTERM (kill, docker stop, a Slurm time limit: handled as Ctrl-C is).
@@ -148,6 +150,9 @@ CHECKPOINT_NAME = "projection_checkpoint.npz"
 OUTPUT_FILES = ("metrics.json", "tracked.usda", "physics.usda", "config.json", "preview.gif")
 """The files of a run (besides audit/ and the checkpoint, which --resume needs); metrics.json is removed first and
 written last."""
+RUN_MARKERS = ("metrics.json", "tracked.usda", "physics.usda")
+"""Files only a track run writes: a folder holding config.json, preview.gif or audit/ without one of them (or the
+checkpoint) is refused rather than cleared."""
 
 
 def _remove_earlier_outputs(out: Path) -> None:
@@ -340,6 +345,17 @@ def _check_outputs(cfg: TrackConfig) -> None:
         if cfg.audit and (audit.exists() or audit.is_symlink()) and not audit.is_dir():
             raise InputError(audit, "output", "is a file where the run writes its audit/ folder: remove it, pass"
                              " --no-audit or choose another --output")  # fmt: skip
+        for name in OUTPUT_FILES:  # the run replaces its own outputs: tracking OUT/tracked.usda overwrote its input
+            if Path(cfg.motion).exists() and (out / name).exists() and (out / name).samefile(cfg.motion):
+                raise InputError(cfg.motion, "motion", f"is the {name} this run writes into --output {out}: choose "
+                                 "another --output")  # fmt: skip
+        generic = [n for n in ("config.json", "preview.gif") if (out / n).exists()]
+        generic += ["audit/"] if audit.is_dir() and any(audit.iterdir()) else []
+        if generic and not any((out / n).exists() for n in (*RUN_MARKERS, CHECKPOINT_NAME)):
+            # the run removes an earlier run's outputs; names this common were somebody else's files
+            marks = ", ".join(RUN_MARKERS)
+            raise InputError(out, "output", f"holds {', '.join(generic)} but no {marks} of an earlier track run: "
+                             "remove them or choose another --output")  # fmt: skip
         ckpt = out / CHECKPOINT_NAME
         if cfg.method == "projection" and ckpt.is_dir() and not ckpt.is_symlink():
             raise InputError(ckpt, "output", "is a folder where the projection writes its checkpoint: remove it or"

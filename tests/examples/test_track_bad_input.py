@@ -117,6 +117,33 @@ def test_earlier_run_folder_with_an_audit_folder_still_runs(tmp_path, stick):
     assert '"complete": true' in (out / "metrics.json").read_text()
 
 
+def test_a_folder_of_somebody_elses_files_is_not_cleared(tmp_path, stick):
+    """An OUTPUT holding the user's config.json and audit/notes.txt, with nothing of an earlier track run: the run
+    overwrote config.json and removed audit/ (even with --no-audit)."""
+    out = tmp_path / "mine"
+    (out / "audit").mkdir(parents=True)
+    (out / "audit" / "notes.txt").write_text("my notes")
+    (out / "config.json").write_text('{"mine": true}')
+    proc = run(*FAST, "--motion", str(stick), "--output", str(out))
+    _one_line_error(proc, str(out), "holds config.json, audit/ but no metrics.json", "of an earlier track run")
+    assert (out / "audit" / "notes.txt").read_text() == "my notes"
+    assert (out / "config.json").read_text() == '{"mine": true}'
+
+
+def test_tracking_an_output_of_the_folder_it_writes_is_refused(tmp_path, stick):
+    """--motion OUT/tracked.usda with --output OUT replaced the input it was reading."""
+    out = tmp_path / "o"
+    out.mkdir()
+    convert = REPO / "examples" / "convert.py"
+    done = subprocess.run([sys.executable, str(convert), "--input", str(stick), "--output", str(out / "tracked.usda"),
+                           "--no-audit"], cwd=REPO, capture_output=True, text=True, timeout=170)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    before = (out / "tracked.usda").read_bytes()
+    proc = run(*FAST, "--motion", str(out / "tracked.usda"), "--output", str(out))
+    _one_line_error(proc, str(out / "tracked.usda"), "is the tracked.usda this run writes into --output")
+    assert (out / "tracked.usda").read_bytes() == before
+
+
 @pytest.mark.parametrize("extra", [(), ("--target-height-m", "1.0")])
 def test_skeleton_without_extent_names_the_file(tmp_path, extra):
     """A BVH whose offsets are all 0 gave 'error: array of sample points is empty' (numpy, deep in grounding)."""
