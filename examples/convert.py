@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shutil
 import sys
@@ -97,11 +98,23 @@ def _audit_reports(cfg: ConvertConfig, asset, clips) -> list:
     return reports
 
 
+def _remove_audit(audit_root: Path) -> None:
+    """Removes an audit folder; InputError naming it when that fails (a PermissionError traceback, exit 1, before,
+    with the new stage left beside the earlier audit)."""
+    try:
+        if audit_root.is_dir():
+            shutil.rmtree(audit_root)
+    except OSError as e:
+        where = e.filename or audit_root
+        raise InputError(where, "output", f"cannot remove the earlier audit ({e.strerror or e})") from e
+
+
 def _remove_outputs(cfg: ConvertConfig, audit_root: Path) -> None:
-    """Removes the stage and its (unfinished) audit after a failure to write the audit."""
+    """Removes the stage and its (unfinished) audit after a failure to write the audit (best effort: the failure
+    is what gets reported)."""
     cfg.output.unlink(missing_ok=True)
-    if audit_root.is_dir():
-        shutil.rmtree(audit_root)
+    with contextlib.suppress(InputError):
+        _remove_audit(audit_root)
 
 
 def main(cfg: ConvertConfig) -> int:
@@ -134,11 +147,11 @@ def main(cfg: ConvertConfig) -> int:
             clips = [asset.clip(cfg.clip)] if cfg.clip is not None else list(asset.clips.values())
             reports = _audit_reports(cfg, asset, clips) if cfg.audit else []
             note_replacing(cfg.output, audit_root)  # an earlier stage (or its audit) there
+            # an earlier run's audit (other clips, or none wanted) would pass for this stage's: removed first, so a
+            # folder that cannot be cleared fails with the earlier stage and audit as they were
+            _remove_audit(audit_root)
             write_usdskel(cfg.output, asset.rig, clips)
             written = True
-            # an earlier run's audit (other clips, or none wanted) would pass for this stage's
-            if audit_root.is_dir():
-                shutil.rmtree(audit_root)
         except (InputError, RigError, ValueError, KeyError) as e:  # KeyError: an unknown clip, listing the others
             print_error(e, cfg)
             return 2
@@ -161,8 +174,8 @@ def main(cfg: ConvertConfig) -> int:
         return 0
     except KeyboardInterrupt as e:
         if written:  # a half-written audit (or an earlier run's) would pass for this stage's
-            if audit_root.is_dir():
-                shutil.rmtree(audit_root)
+            with contextlib.suppress(InputError):
+                _remove_audit(audit_root)
             print(f"interrupted: wrote {cfg.output}, its audit unfinished (removed)", file=sys.stderr)
         else:
             print(f"interrupted: {cfg.output} not written", file=sys.stderr)

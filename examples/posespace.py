@@ -26,6 +26,7 @@ and 143 on SIGTERM (kill, docker stop, a Slurm time limit: handled as Ctrl-C is)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -386,14 +387,15 @@ def run_interpolate(cfg: Interpolate) -> str:
         except (RigError, ValueError) as e:
             raise InputError(cfg.rig, "audit", f"cannot audit the path: {e} (or pass --no-audit)") from e
     note_replacing(cfg.output, folder)
+    _remove_audit(folder)  # an earlier run's audit would pass for this path (also with --no-audit)
     write_usdskel(cfg.output, rig, [motion])
     try:
-        _remove_audit(folder)  # an earlier run's audit would pass for this path (also with --no-audit)
         if report is not None:
             write_audit(folder, rig, motion, report=report)
     except BaseException:  # no stage without its audit (the error, or Ctrl-C's "nothing written", says so)
-        _remove_audit(folder)
         cfg.output.unlink(missing_ok=True)
+        with contextlib.suppress(InputError):  # best effort: the error being raised is the one to report
+            _remove_audit(folder)
         raise
     message = f"{cfg.steps}-pose path of {rig.name!r}, validity {rates['valid']:.3f}; model {space.training_summary()}"
     if report is not None:
@@ -402,14 +404,19 @@ def run_interpolate(cfg: Interpolate) -> str:
 
 
 def _remove_audit(folder: Path) -> None:
-    """Removes the audit files in ``folder`` (and the folder, when that empties it)."""
+    """Removes the audit files in ``folder`` (and the folder, when that empties it); InputError naming the file
+    when one cannot be removed (a PermissionError traceback, exit 1, before)."""
     if not folder.is_dir():
         return
     for name in AUDIT_FILES:
-        if (folder / name).is_file():
-            (folder / name).unlink()
-    if not any(folder.iterdir()):
-        folder.rmdir()
+        try:
+            if (folder / name).is_file():
+                (folder / name).unlink()
+        except OSError as e:
+            raise InputError(folder / name, "output", f"cannot remove the earlier audit ({e.strerror or e})") from e
+    with contextlib.suppress(OSError):
+        if not any(folder.iterdir()):
+            folder.rmdir()
 
 
 def run_evaluate(cfg: Evaluate) -> str:

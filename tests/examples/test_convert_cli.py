@@ -301,6 +301,33 @@ def test_a_failure_writing_the_audit_removes_the_stage(tmp_path, monkeypatch, ca
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_earlier_audit_that_cannot_be_removed_gives_one_line_and_keeps_the_earlier_stage(
+    tmp_path, monkeypatch, capsys
+):
+    """An earlier OUTPUT.audit owned by another user: a PermissionError traceback (exit 1), with the new stage
+    written beside the earlier audit. Now one line, status 2, the earlier stage and audit as they were."""
+    import shutil
+
+    from example_scripts import load_example
+
+    convert = load_example(CONVERT, "convert_example")
+    out = tmp_path / "c.usda"
+    (tmp_path / "c.usda.audit" / "walk").mkdir(parents=True)
+    (tmp_path / "c.usda.audit" / "walk" / "report.json").write_text('{"earlier": true}')
+    out.write_text("#usda 1.0\n")
+
+    def rmtree(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(Path(path) / "walk" / "report.json"))
+
+    monkeypatch.setattr(shutil, "rmtree", rmtree)
+    assert convert.main(convert.ConvertConfig(input="procedural:quadruped-walk", output=out)) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]
+    assert err == [f"error: {tmp_path / 'c.usda.audit' / 'walk' / 'report.json'}: output: cannot remove the earlier "
+                   "audit (Permission denied)"]  # fmt: skip
+    assert out.read_text() == "#usda 1.0\n"
+    assert (tmp_path / "c.usda.audit" / "walk" / "report.json").read_text() == '{"earlier": true}'
+
+
 @pytest.mark.parametrize("value", [0.0, -0.01, float("nan"), float("inf")])
 def test_a_bad_meters_per_unit_names_the_flag(tmp_path, capsys, value):
     """--meters-per-unit 0 was reported as the reader's field (``meters_per_unit: must be ...``), not the flag the

@@ -403,6 +403,29 @@ def test_a_failure_writing_the_interpolation_audit_removes_the_stage(checkpoint,
     assert list(tmp_path.iterdir()) == []  # neither the stage nor half an audit
 
 
+def test_an_earlier_interpolation_audit_that_cannot_be_removed_gives_one_line(checkpoint, tmp_path, capsys,
+                                                                             monkeypatch):  # fmt: skip
+    """An earlier audit owned by another user: a PermissionError traceback (exit 1) whose cleanup raised again and
+    left the new stage; now one line, status 2, and no new stage."""
+    ex = _example_module()
+    audit = tmp_path / "x.usda.audit"
+    audit.mkdir()
+    (audit / "report.json").write_text("{}")
+    real_unlink = Path.unlink
+
+    def unlink(self, *args, **kwargs):
+        if self.name == "report.json":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_unlink(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    assert _main(ex, _tiny_interpolate(ex, checkpoint, tmp_path / "x.usda")) == 2
+    err = _quiet(capsys.readouterr().err)
+    assert err[-1:] == [f"error: {audit / 'report.json'}: output: cannot remove the earlier audit (Permission denied)"]
+    assert len(err) == 2 and err[0] == f"note: replacing {audit}"
+    assert not (tmp_path / "x.usda").exists()
+
+
 def test_the_settings_file_beside_the_output_is_checked_before_writing(checkpoint, tmp_path, capsys):
     """OUTPUT.config.json a folder: the stage was written, then the settings failed (status 2, the stage left);
     an evaluation's metrics.json a folder failed after the whole evaluation."""
