@@ -153,6 +153,7 @@ def read_bvh(
 
     rest_translations = offsets * scale
     rest_translations[0] = up @ rest_translations[0]
+    _check_scaled(path, rest_translations, scale, "HIERARCHY OFFSET")
     rest_rotations = quat_identity((len(joints),))
     rest_rotations[0] = up_quat
     try:
@@ -165,6 +166,7 @@ def read_bvh(
         rotations, translations, moved = _local_channels(joints, values)
         rotations[:, 0] = quat_multiply(up_quat, rotations[:, 0])
         translations *= scale
+        _check_scaled(path, translations, scale, "MOTION position channels")
         root_translations = translations[:, 0] @ up.T
         fps = _frame_rate(frame_time)
         try:
@@ -179,6 +181,16 @@ def read_bvh(
         except RigError as e:
             raise InputError(path, "MOTION", str(e)) from None
     return Asset(rig, clips, str(path), scale)
+
+
+def _check_scaled(path: Path, lengths: np.ndarray, scale: float, where: str) -> None:
+    """InputError naming ``meters_per_unit`` when it scales the file's lengths [m] past :data:`MAX_MAGNITUDE` (1e300
+    wrote a stage of inf translations and reported success)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        big = ~np.isfinite(lengths) | too_large(lengths)
+    if big.any():
+        raise InputError(path, "meters_per_unit", f"{scale:g} scales the {where} to {np.abs(lengths).max():.3g} m, "
+                         f"beyond {MAX_MAGNITUDE:g} m")  # fmt: skip
 
 
 def choose_meters_per_unit(offsets: np.ndarray, parents: np.ndarray, up_index: int = 1) -> float:

@@ -410,3 +410,15 @@ def test_malformed_file(tmp_path, edit, field, problem):
     assert str(err).startswith(f"{path}: {field}: ")
     assert err.field == field
     assert problem in err.problem
+
+
+@pytest.mark.parametrize("unit", [1e300, 1e14])
+def test_a_unit_scaling_lengths_out_of_range_is_refused(tmp_path, unit):
+    """meters_per_unit 1e300 wrote a stage of inf translations (convert.py reported success, the audit passed a NaN
+    bone length); lengths past the importers' range are refused naming the option."""
+    root = joint("Root", [0, 0, 0], "Xposition Yposition Zposition Zrotation", joint("Child", [0, 50, 0], "",
+                                                                                     end_site([0, 50, 0])))  # fmt: skip
+    path = write(tmp_path, bvh_text(root, np.array([[0.0, 90.0, 0.0, 0.0]])))
+    with pytest.raises(InputError, match=re.escape(f"{path.name}: meters_per_unit: {unit:g} scales the HIERARCHY")):
+        read_bvh(path, meters_per_unit=unit)
+    assert read_bvh(path, meters_per_unit=1e12).rig.height() == pytest.approx(1e14)
