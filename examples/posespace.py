@@ -58,7 +58,7 @@ from posespace import (  # noqa: E402
 from posespace.evaluation import load_zero_shot  # noqa: E402
 from posespace.training import DEFAULT_HELDOUT, DEFAULT_TRAIN_DATA  # noqa: E402
 from sim import Motion, RigError, pose_motion  # noqa: E402
-from sim.audit import audit_motion  # noqa: E402
+from sim.audit import audit_motion, derived_joint_limits  # noqa: E402
 from usd_io import (  # noqa: E402
     AUDIT_FILES,
     InputError,
@@ -383,7 +383,10 @@ def run_interpolate(cfg: Interpolate) -> str:
     if cfg.audit:  # audited before anything is written: a path the audit cannot measure leaves no stage behind
         source = f"{cfg.rig} (pose-space interpolation)"
         try:
-            report = audit_motion(rig, motion, source=source)
+            # limits from the file's clips (as convert.py and audit.py derive them): the path's own range could
+            # not fail
+            limits = derived_joint_limits(rig, list(asset.clips.values()))
+            report = audit_motion(rig, motion, limits=limits, source=source)
         except (RigError, ValueError) as e:
             raise InputError(cfg.rig, "audit", f"cannot audit the path: {e} (or pass --no-audit)") from e
     note_replacing(cfg.output, folder)

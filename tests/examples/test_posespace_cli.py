@@ -403,6 +403,18 @@ def test_a_failure_writing_the_interpolation_audit_removes_the_stage(checkpoint,
     assert list(tmp_path.iterdir()) == []  # neither the stage nor half an audit
 
 
+def test_the_interpolation_audit_takes_its_joint_limits_from_the_files_clips(checkpoint, tmp_path, capsys):
+    """The audit derived the limits from the path itself, so its joint-limit check could not fail."""
+    from usd_io import load_asset
+
+    ex = _example_module()
+    assert _main(ex, _tiny_interpolate(ex, checkpoint, tmp_path / "x.usda")) == 0
+    clips = len(load_asset("procedural:quadruped").clips)
+    assert clips > 1
+    text = (tmp_path / "x.usda.audit" / "report.json").read_text()
+    assert f"derived from {clips} clip(s)" in text and "derived from 1 clip(s)" not in text
+
+
 def test_an_earlier_interpolation_audit_that_cannot_be_removed_gives_one_line(checkpoint, tmp_path, capsys,
                                                                              monkeypatch):  # fmt: skip
     """An earlier audit owned by another user: a PermissionError traceback (exit 1) whose cleanup raised again and
