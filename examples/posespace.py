@@ -27,6 +27,7 @@ and 143 on SIGTERM (kill, docker stop, a Slurm time limit: handled as Ctrl-C is)
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -265,6 +266,42 @@ _WARNINGS: list[str] = []
 """One-line warnings of the current command, printed after its summary (a failing command prints its error only)."""
 
 
+_GUIDED = ("guidance_damping", "guidance_from", "guidance_iters", "max_step", "polish_iters")
+SAMPLING_USED: dict[type, tuple[str, ...]] = {
+    Sample: ("batch", "steps", "temperature", *_GUIDED),
+    Ik: ("batch", "guidance_damping", "max_step", "ik_steps", "ik_guidance_iters", "ik_validator_weight",
+         "ik_dls_iters", "ik_damping", "ik_handle_tolerance_start", "ik_handle_tolerance"),
+    Interpolate: ("interpolation_steps", "interpolation_time", *_GUIDED),
+}  # fmt: skip
+"""The SamplingConfig fields each command reads (evaluate reads them all); --sample --no-guidance reads only
+batch, steps and temperature. Checked against the fields a run actually reads by the tests."""
+
+
+def sampling_fields_used(cfg) -> tuple[str, ...] | None:
+    """The --sampling fields ``cfg``'s command reads (None: all)."""
+    if isinstance(cfg, Sample) and not cfg.guidance:
+        return ("batch", "steps", "temperature")
+    return SAMPLING_USED.get(type(cfg))
+
+
+def _unused_sampling_warning(cfg) -> str | None:
+    """A warning naming the --sampling options set away from their defaults that ``cfg``'s command never reads
+    (every command listed all 19, and `interpolate --sampling.steps 1` wrote the same stage as 40)."""
+    used = sampling_fields_used(cfg)
+    if used is None:
+        return None
+    default = SamplingConfig()
+    unused = [f.name for f in dataclasses.fields(SamplingConfig)
+              if f.name not in used and getattr(cfg.sampling, f.name) != getattr(default, f.name)]  # fmt: skip
+    if not unused:
+        return None
+    flag = lambda name: "--sampling." + name.replace("_", "-")  # noqa: E731
+    command = {Sample: "sample", Ik: "ik", Interpolate: "interpolate"}[type(cfg)]
+    extra = " without guidance" if isinstance(cfg, Sample) and not cfg.guidance else ""
+    return (f"{', '.join(flag(n) for n in unused)}: not used by {command}{extra} (it reads "
+            f"{', '.join(flag(n) for n in used)})")  # fmt: skip
+
+
 def _load_space(cfg) -> PoseSpace:
     """The --checkpoint's pose space; queues a warning when it was trained for too few steps."""
     space = PoseSpace.load(cfg.checkpoint, cfg.sampling)
@@ -317,6 +354,8 @@ def run_ik(cfg: Ik) -> str:
         raise ValueError("--handles / --handles-from-frames: give one or the other")
     if not cfg.handles and not cfg.handles_from_frames:
         raise ValueError("--handles: give --handles JOINT=X,Y,Z or --handles-from-frames")
+    if cfg.clip is not None and not cfg.handles_from_frames:  # it was ignored, even a clip the rig does not have
+        raise ValueError(f"--clip: picks the clip of --handles-from-frames; --handles takes none (got {cfg.clip!r})")
     if not math.isfinite(cfg.heading_deg):
         raise ValueError(f"--heading-deg: must be a finite angle [deg], got {cfg.heading_deg}")
     _check_output(cfg)
@@ -502,6 +541,9 @@ def main(cfg) -> int:
         torch.set_num_threads(cfg.threads)
         run = {Sample: run_sample, Ik: run_ik, Interpolate: run_interpolate, Evaluate: run_evaluate}[type(cfg)]
         _WARNINGS.clear()
+        unused = _unused_sampling_warning(cfg)
+        if unused:
+            _WARNINGS.append(unused)
         message = run(cfg)  # checks OUTPUT first (also that it names a file, for the config beside it)
         # OUTPUT.config.json, as OUTPUT.audit/
         out = cfg.output / "config.json" if isinstance(cfg, Evaluate) else _beside(cfg.output, ".config.json")

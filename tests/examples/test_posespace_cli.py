@@ -593,3 +593,64 @@ def test_ik_heading_reaches_the_handles_of_a_turned_character(checkpoint, tmp_pa
     written = read_usdskel(tmp_path / "ik.usda")
     solved = sim.pose_motion(written.rig, written.clip())[0][0]
     np.testing.assert_allclose(solved[toes, :2], targets[:, :2], atol=0.01 * rig.height())
+
+
+def test_each_command_declares_the_sampler_settings_it_reads(checkpoint, tmp_path, capsys):
+    """Every subcommand listed all 19 --sampling options and most did nothing there (`interpolate --sampling.steps 1`
+    wrote the same stage as 40). The fields a run reads are recorded and must be the ones the CLI declares, and a
+    setting its command never reads is named in a warning."""
+    import dataclasses
+
+    ex = _example_module()
+    names = {f.name for f in dataclasses.fields(ex.SamplingConfig)}
+    reads: set[str] = set()
+
+    class Tracing(ex.SamplingConfig):
+        def __getattribute__(self, name):
+            # reads by the library's sampling code (not the config's own checks, the CLI's warning, asdict)
+            frame = sys._getframe(1)
+            library = frame.f_globals.get("__name__", "").startswith("posespace.")
+            if name in names and library and not frame.f_code.co_qualname.startswith("SamplingConfig."):
+                reads.add(name)
+            return object.__getattribute__(self, name)
+
+    fast = dict(steps=2, interpolation_steps=2, polish_iters=1, guidance_iters=1, ik_steps=2, ik_dls_iters=2)
+    rig = "procedural:quadruped"
+    runs = [
+        ex.Sample(checkpoint, rig, tmp_path / "s.usda", count=2, sampling=Tracing(**fast)),
+        ex.Sample(checkpoint, rig, tmp_path / "u.usda", count=2, guidance=False, sampling=Tracing(**fast)),
+        ex.Ik(checkpoint, rig, tmp_path / "i.usda", handles_from_frames=(0,), sampling=Tracing(**fast)),
+        ex.Interpolate(
+            checkpoint,
+            rig,
+            tmp_path / "p.usda",
+            a="walk:0",
+            b="idle:10",
+            steps=3,
+            audit=False,
+            sampling=Tracing(**fast),
+        ),
+    ]
+    for cfg in runs:
+        reads.clear()
+        assert _main(ex, cfg) == 0, capsys.readouterr().err
+        declared = set(ex.sampling_fields_used(cfg))
+        assert reads - {"check"} == declared, (type(cfg).__name__, sorted(reads ^ declared))
+    capsys.readouterr()
+    cfg = _tiny_interpolate(ex, checkpoint, tmp_path / "w.usda", audit=False)
+    cfg = dataclasses.replace(cfg, sampling=dataclasses.replace(cfg.sampling, steps=7, ik_steps=3))
+    assert _main(ex, cfg) == 0
+    warned = [line for line in _quiet(capsys.readouterr().err) if line.startswith("warning: --sampling")]
+    expected = "warning: --sampling.steps, --sampling.ik-steps: not used by interpolate (it reads --sampling.inter"
+    assert len(warned) == 1 and warned[0].startswith(expected), warned
+
+
+def test_ik_refuses_a_clip_it_would_ignore(checkpoint, tmp_path, capsys):
+    """--clip with --handles was ignored, even a clip the rig does not have."""
+    ex = _example_module()
+    cfg = ex.Ik(checkpoint, "procedural:quadruped", tmp_path / "i.usda", handles=("root=0,0,0.3",), clip="NoSuchClip")
+    assert _main(ex, cfg) == 2
+    assert _quiet(capsys.readouterr().err) == [
+        "error: --clip: picks the clip of --handles-from-frames; --handles takes none (got 'NoSuchClip')"
+    ]
+    assert list(tmp_path.iterdir()) == []
