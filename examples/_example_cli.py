@@ -24,6 +24,8 @@ _BARE = re.compile(r"^([a-z_]\w*)((?:\[[^\]]*\])?):(?=\s|$)")
 _API_FLAG = (
     (re.compile(r"\b[a-z_]\w*=True \((--[a-z][\w-]*)\)"), r"\1"),  # "resume=True (--resume)" -> "--resume"
     (re.compile(r"(--[a-z][\w-]*) \([a-z_]\w*=True\)"), r"\1"),  # "--resume (resume=True)" -> "--resume"
+    # "skeleton='<Skeleton prim path>' (--skeleton)" -> "--skeleton '<Skeleton prim path>'"
+    (re.compile(r"\b[a-z_]\w*=('[^']*') \((--[a-z][\w-]*)\)"), r"\2 \1"),
 )
 """The library's Python-API spellings of an option beside its flag: a CLI user only needs the flag."""
 _MISSING = ("no such file", "does not exist", "not found")
@@ -180,6 +182,15 @@ def error_text(error: BaseException | str, cfg=None, aliases: Mapping[str, str] 
     if not isinstance(error, InputError):
         text = flag_message(text, cfg, aliases)
     return default_path_note(text, cfg)
+
+
+def format_warning(message, *args, **kwargs) -> str:
+    """``warnings.formatwarning`` for the examples: ``warning: ...`` on one line (no source echo), the library's
+    Python-API spellings of an option replaced by its flag."""
+    text = str(message)
+    for pattern, repl in _API_FLAG:
+        text = pattern.sub(repl, text)
+    return f"warning: {text}\n"
 
 
 def print_error(error: BaseException | str, cfg=None, aliases: Mapping[str, str] | None = None) -> None:

@@ -24,7 +24,7 @@ from sim.audit import AuditConfig
 from usd_io import AUDIT_FILES, InputError, audit_asset, interrupt_exit_status, load_asset, stop_on_sigterm, write_audit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for the examples' shared helpers only
-from _example_cli import check_not_empty, error_text, note_replacing, print_error
+from _example_cli import check_not_empty, error_text, format_warning, note_replacing, print_error
 
 sys.path.pop(0)
 
@@ -113,6 +113,6 @@ def _audit(cfg: AuditCliConfig) -> int:
 if __name__ == "__main__":
     import warnings
 
-    warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"  # one line, no source echo
+    warnings.formatwarning = format_warning  # one line, no source echo, flags for the library's API names
     stop_on_sigterm()
     sys.exit(main(tyro.cli(AuditCliConfig, description=__doc__)))

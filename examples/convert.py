@@ -38,7 +38,7 @@ from usd_io import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for the examples' shared helpers only
-from _example_cli import audit_verdict, check_not_empty, note_replacing, print_error
+from _example_cli import audit_verdict, check_not_empty, format_warning, note_replacing, print_error
 
 sys.path.pop(0)
 
@@ -185,6 +185,6 @@ def main(cfg: ConvertConfig) -> int:
 if __name__ == "__main__":
     import warnings
 
-    warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"  # one line, no source echo
+    warnings.formatwarning = format_warning  # one line, no source echo, flags for the library's API names
     stop_on_sigterm()
     sys.exit(main(tyro.cli(ConvertConfig, description=__doc__)))

@@ -41,7 +41,7 @@ from sim.contact_metrics import joint_limits_from_motions  # noqa: E402
 from usd_io import AUDIT_FILES, InputError, interrupt_exit_status, load_asset, stop_on_sigterm, write_audit  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for the examples' shared helpers only
-from _example_cli import audit_verdict, check_not_empty, print_error  # noqa: E402
+from _example_cli import audit_verdict, check_not_empty, format_warning, print_error  # noqa: E402
 
 sys.path.pop(0)
 
@@ -316,7 +316,7 @@ def _audit(cli: DistillCLI, asset, motion) -> int:
 if __name__ == "__main__":
     import warnings
 
-    warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"  # one line, no source echo
+    warnings.formatwarning = format_warning  # one line, no source echo, flags for the library's API names
     stop_on_sigterm()
     cli = tyro.cli(DistillCLI, description=__doc__)
     try:

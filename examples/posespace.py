@@ -73,7 +73,14 @@ from usd_io import (  # noqa: E402
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for the examples' shared helpers only
-from _example_cli import audit_verdict, check_not_empty, note_replacing, print_error, strict_json  # noqa: E402
+from _example_cli import (  # noqa: E402
+    audit_verdict,
+    check_not_empty,
+    format_warning,
+    note_replacing,
+    print_error,
+    strict_json,
+)
 
 sys.path.pop(0)
 
@@ -88,6 +95,8 @@ class Sample:
     """The character: a .gltf/.glb, .bvh or .usd file, or procedural:NAME (any skeleton, seen or not)."""
     output: Path
     """UsdSkel stage to write (.usda/.usdc)."""
+    skeleton: str | None = None
+    """USD input with several Skeletons: the prim path of the one to use (default: the first, with a warning)."""
     count: int = 32
     """Poses to sample (one per frame)."""
     seed: int = 0
@@ -111,6 +120,8 @@ class Ik:
     output: Path
     """UsdSkel stage to write: one solved pose per frame, each standing on the ground (its lowest point at z = 0,
     the root above its rest x, y; the handles are met relative to the root)."""
+    skeleton: str | None = None
+    """USD input with several Skeletons: the prim path of the one to use (default: the first, with a warning)."""
     handles: tuple[str, ...] = ()
     """Handles as JOINT=X,Y,Z [m] (one pose, each joint once) in skeleton space with the root at its rest position
     (the rig's rest translation; BVH rigs have the hips at the origin there, feet near z = -0.9), e.g.
@@ -142,6 +153,8 @@ class Interpolate:
     """The character (file or procedural:NAME)."""
     output: Path
     """UsdSkel stage to write: the path, one pose per frame."""
+    skeleton: str | None = None
+    """USD input with several Skeletons: the prim path of the one to use (default: the first, with a warning)."""
     a: str = "0"
     """Start pose as CLIP:FRAME or FRAME (of the first clip)."""
     b: str = "-1"
@@ -316,7 +329,7 @@ def run_sample(cfg: Sample) -> str:
         raise ValueError(f"--count: must be an integer >= 1, got {cfg.count!r}")
     _check_output(cfg)
     space = _load_space(cfg)
-    rig = load_asset(cfg.rig).rig
+    rig = load_asset(cfg.rig, skeleton=cfg.skeleton).rig
     motion = space.sample(rig, cfg.count, seed=cfg.seed, guidance=cfg.guidance)
     rates = space.validators(rig).check(space.pose_rig(rig).encode(motion)).rates()
     note_replacing(cfg.output)
@@ -360,7 +373,7 @@ def run_ik(cfg: Ik) -> str:
         raise ValueError(f"--heading-deg: must be a finite angle [deg], got {cfg.heading_deg}")
     _check_output(cfg)
     space = _load_space(cfg)
-    asset = load_asset(cfg.rig)
+    asset = load_asset(cfg.rig, skeleton=cfg.skeleton)
     rig = asset.rig
     pr = space.pose_rig(rig)
     if cfg.handles_from_frames:
@@ -408,7 +421,7 @@ def run_ik(cfg: Ik) -> str:
 def run_interpolate(cfg: Interpolate) -> str:
     _check_output(cfg)
     space = _load_space(cfg)
-    asset = load_asset(cfg.rig)
+    asset = load_asset(cfg.rig, skeleton=cfg.skeleton)
     rig = asset.rig
     ends = []
     for text, flag in ((cfg.a, "--a"), (cfg.b, "--b")):
@@ -569,6 +582,6 @@ def main(cfg) -> int:
 if __name__ == "__main__":
     import warnings
 
-    warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"  # one line, no source echo
+    warnings.formatwarning = format_warning  # one line, no source echo, flags for the library's API names
     stop_on_sigterm()
     sys.exit(main(tyro.cli(Command, description=__doc__)))

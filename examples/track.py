@@ -68,7 +68,7 @@ from usd_io import (
 from usd_io.physics_usd import write_physics_stage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for the examples' shared helpers only
-from _example_cli import audit_verdict, check_not_empty, print_error, strict_json
+from _example_cli import audit_verdict, check_not_empty, format_warning, print_error, strict_json
 
 sys.path.pop(0)
 
@@ -719,6 +719,6 @@ def _write_outputs(cfg: TrackConfig, character, prepared, clip_name: str, result
 if __name__ == "__main__":
     import warnings
 
-    warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"  # one line, no source echo
+    warnings.formatwarning = format_warning  # one line, no source echo, flags for the library's API names
     stop_on_sigterm()
     sys.exit(main(tyro.cli(TrackConfig, description=__doc__)))

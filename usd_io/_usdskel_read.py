@@ -242,7 +242,7 @@ def _find_skeleton(stage, path: Path, skeleton: str | None):
         scope = f"under the defaultPrim {default.GetPath()}" if preferred else "in the stage"
         warnings.warn(
             f"{path}: {prim.GetPath()}: {len(chosen)} Skeletons {scope}; read this one (the first in traversal"
-            f" order), not {others}; choose with skeleton='<Skeleton prim path>'",
+            f" order), not {others}; choose with skeleton='<Skeleton prim path>' (--skeleton)",
             UsdSkelWarning,
             3,
         )

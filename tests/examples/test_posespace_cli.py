@@ -654,3 +654,36 @@ def test_ik_refuses_a_clip_it_would_ignore(checkpoint, tmp_path, capsys):
         "error: --clip: picks the clip of --handles-from-frames; --handles takes none (got 'NoSuchClip')"
     ]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_skeleton_of_a_multi_skeleton_stage_is_chosen_with_its_flag(checkpoint, tmp_path, capsys):
+    """sample / ik / interpolate had no --skeleton: of a stage holding two characters only the first could be used,
+    and the warning named the Python argument (skeleton='...') instead of a flag."""
+    from pxr import Usd
+
+    from usd_io import load_asset, write_usdskel
+
+    ex = _example_module()
+    parts = {}
+    for name in ("quadruped", "biped"):
+        asset = load_asset(f"procedural:{name}")
+        write_usdskel(tmp_path / f"{name}.usda", asset.rig, list(asset.clips.values())[:1])
+        parts[name] = asset.rig.joint_count
+    assert parts["quadruped"] != parts["biped"]
+    stage = Usd.Stage.CreateNew(str(tmp_path / "two.usda"))
+    for name in parts:
+        stage.DefinePrim(f"/{name}").GetReferences().AddReference(f"./{name}.usda")
+    stage.GetRootLayer().Save()
+    composed = Usd.Stage.Open(str(tmp_path / "two.usda"))
+    skeletons = [str(p.GetPath()) for p in composed.Traverse() if p.GetTypeName() == "Skeleton"]
+    second = next(p for p in skeletons if p.startswith("/biped"))
+    fast = ex.SamplingConfig(steps=2, polish_iters=1, guidance_iters=1)
+    out = tmp_path / "s.usda"
+    cfg = ex.Sample(checkpoint, str(tmp_path / "two.usda"), out, skeleton=second, count=2, sampling=fast)
+    assert _main(ex, cfg) == 0, capsys.readouterr().err
+    assert load_asset(out).rig.joint_count == parts["biped"]
+    cli = load_example(REPO / "examples" / "_example_cli.py", "example_cli_helper")
+    text = cli.format_warning("x.usda: /a/Skeleton: 2 Skeletons in the stage; read this one, not /b/Skeleton; choose "
+                              "with skeleton='<Skeleton prim path>' (--skeleton)")  # fmt: skip
+    assert text == ("warning: x.usda: /a/Skeleton: 2 Skeletons in the stage; read this one, not /b/Skeleton; "
+                    "choose with --skeleton '<Skeleton prim path>'\n")  # fmt: skip
