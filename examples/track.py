@@ -68,7 +68,7 @@ from usd_io import (
 from usd_io.physics_usd import write_physics_stage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for the examples' shared helpers only
-from _example_cli import audit_verdict, check_not_empty, format_warning, print_error, strict_json
+from _example_cli import audit_verdict, check_not_empty, flag_message, format_warning, print_error, strict_json
 
 sys.path.pop(0)
 
@@ -452,11 +452,13 @@ def _filter_info(cfg: TrackConfig, space, character, ref, target_filter):
     )
     warning = space.training_warning()
     if warning:
-        print(f"warning: {warning}")
+        print(f"warning: {warning}", file=sys.stderr)
     if note:
         print(note)
     if cfg.pose_space_all_frames and cfg.method == "projection":
-        print("note: --pose-space-all-frames with the projection projects every frame in each MPPI iteration (slow)")
+        print(
+            "note: --pose-space-all-frames with the projection projects every frame in each MPPI iteration (slow)",
+        )
     return info, after
 
 
@@ -547,14 +549,17 @@ def _run(cfg: TrackConfig) -> int:
         return 2
     rig = prepared.rig
     if rig.height() > 3.0 and cfg.target_height_m is None:
-        print(f"warning: {rig.name!r} is {rig.height():.3g} m tall; pass --target-height-m for a real size")
+        print(
+            f"warning: {rig.name!r} is {rig.height():.3g} m tall; pass --target-height-m for a real size",
+            file=sys.stderr,
+        )
     root_motion = "added" if prepared.root_motion_added else "kept"
     print(
         f"{rig.name}: {character.body_count} bodies, {character.total_mass:.3g} kg, height {character.height:.3g} m;"
         f" {ref.frame_count} frames at {ref.fps:g} fps, root motion {root_motion}"
     )
     for remark in character.notes:
-        print(f"note: {remark}")
+        print(f"note: {flag_message(remark, cfg)}")  # CharacterConfig.x -> --character.x
     note = _feasibility_note(character, ref, cfg)
     if note:
         print(note)
@@ -564,7 +569,10 @@ def _run(cfg: TrackConfig) -> int:
     ckpt = checkpoint.path
     if cfg.method == "pd":
         if cfg.resume:
-            print("warning: --resume applies to --method projection only; PD tracking runs from the start")
+            print(
+                "warning: --resume applies to --method projection only; PD tracking runs from the start",
+                file=sys.stderr,
+            )
         try:
             result = track(character, ref, cfg.tracking, target_filter=target_filter)
         except KeyboardInterrupt as e:
@@ -639,7 +647,7 @@ def _run(cfg: TrackConfig) -> int:
         where = cfg.output / "audit" / "report.json"
         print(f"audit: {audit_verdict(report)} (joint limits from the tracked target; {where})")
     if not result.ok:
-        print("warning: the character fell; metrics.json reports success=false")
+        print("warning: the character fell; metrics.json reports success=false", file=sys.stderr)
     return 0
 
 

@@ -553,7 +553,7 @@ def build_character(rig: Rig, motion: Motion | None = None, cfg: CharacterConfig
     body_names_lower = [rig.joint_names[j].lower() for j in body_joint]
     for key in cfg.density_scale:
         if not any(key.lower() in n for n in body_names_lower):
-            notes.append(f"CharacterConfig.density_scale[{key!r}] matches no body of {rig.name!r}")
+            notes.append(f"CharacterConfig.density_scale[{key!r}]: matches no body of {rig.name!r}")
     density = cfg.density_kg_m3
     capsule_volume = np.array([c.volume() for c in capsules])
     if cfg.total_mass_kg is not None:

@@ -206,3 +206,14 @@ def test_output_that_cannot_be_written_after_simulating_gives_one_line(tmp_path,
     for fragment in ("tracked.usda", "No space left on device", "incomplete run", "run it again"):
         assert fragment in err[0], err[0]
     assert not (out / "metrics.json").exists()
+
+
+def test_warnings_go_to_stderr_and_notes_name_flags(tmp_path, stick):
+    """track.py printed its warnings on stdout (the other tools on stderr), and a builder note (part of the run's
+    report on stdout) named the library's field (CharacterConfig.density_scale['nope']) instead of the flag."""
+    out = str(tmp_path / "o")
+    proc = run(*FAST, "--motion", str(stick), "--output", out, "--character.density-scale", "nope", "2", "--resume")
+    assert proc.returncode == 0, proc.stderr
+    assert "note: --character.density-scale['nope']: matches no body" in proc.stdout
+    assert "warning: --resume applies to --method projection only" in proc.stderr
+    assert "warning:" not in proc.stdout

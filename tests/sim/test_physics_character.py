@@ -194,7 +194,7 @@ def test_per_joint_settings_name_real_joints():
         build_character(rig, cfg=CharacterConfig(joint_limits_deg={"knee": (-10.0, 10.0)}))
     plain = build_character(rig)
     scaled = build_character(rig, cfg=CharacterConfig(density_scale={"wing": 0.5}))
-    assert any("density_scale['wing'] matches no body" in n for n in scaled.notes), scaled.notes
+    assert any("density_scale['wing']: matches no body" in n for n in scaled.notes), scaled.notes
     assert not any("density_scale" in n for n in plain.notes)
     np.testing.assert_array_equal(scaled.body_mass, plain.body_mass)
 
