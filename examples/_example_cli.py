@@ -29,6 +29,8 @@ _API_FLAG = (
 )
 """The library's Python-API spellings of an option beside its flag: a CLI user only needs the flag."""
 _MISSING = ("no such file", "does not exist", "not found")
+READER_OPTIONS = ("meters_per_unit", "skeleton")
+"""load_asset options an InputError may name as its field: an error line names the CLI's flag for them."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,6 +183,8 @@ def error_text(error: BaseException | str, cfg=None, aliases: Mapping[str, str] 
         return text
     if not isinstance(error, InputError):
         text = flag_message(text, cfg, aliases)
+    elif error.field in READER_OPTIONS and len(flag_map(cfg).get(error.field, ())) == 1:
+        text = f"{error.path}: {flag_map(cfg)[error.field][0]}: {error.problem}"  # the option the user typed
     return default_path_note(text, cfg)
 
 

@@ -368,3 +368,26 @@ def test_metrics_json_is_strict_json_without_nan():
     back = json.loads(text, parse_constant=refuse)
     want = {"nan": None, "inf": None, "arr": [1.5, None], "n": 3, "path": "/a/b", "nested": [{"x": None}, [True, None]]}
     assert back == {**want, "ok": 0.25}
+
+
+def test_a_reader_option_in_an_input_error_is_named_by_its_flag(tmp_path):
+    """`audit.py --meters-per-unit nan` said `meters_per_unit:`, `--skeleton` on glTF input `skeleton:`."""
+    import dataclasses
+
+    from usd_io import InputError
+
+    cli = _cli_helper()
+
+    @dataclasses.dataclass
+    class Cfg:
+        input: str = "a.bvh"
+        meters_per_unit: float | None = None
+        skeleton: str | None = None
+
+    cfg = Cfg()
+    nan = InputError("a.bvh", "meters_per_unit", "must be a positive finite number, got nan")
+    assert cli.error_text(nan, cfg) == "a.bvh: --meters-per-unit: must be a positive finite number, got nan"
+    skel = InputError("a.glb", "skeleton", "only USD files hold Skeleton prims to choose from")
+    assert cli.error_text(skel, cfg) == "a.glb: --skeleton: only USD files hold Skeleton prims to choose from"
+    other = InputError("a.bvh", "HIERARCHY line 3", "bad")
+    assert cli.error_text(other, cfg) == "a.bvh: HIERARCHY line 3: bad"
