@@ -25,8 +25,9 @@ __all__ = ["capsule_penetration_penalty", "ground_penetration_penalty"]
 
 
 def _wp_vec3(t: torch.Tensor) -> wp.array:
-    """A float64 Warp view (with a gradient array) of a detached (F, N, 3) tensor."""
-    return wp.from_torch(t.detach().to(torch.float64).contiguous(), dtype=wp.vec3d, requires_grad=True)
+    """A float64 Warp copy (with a gradient array) of a detached (F, N, 3) tensor: a copy, since the tape re-reads
+    it in backward (a view of a contiguous float64 input saw an in-place edit made after the forward pass)."""
+    return wp.from_torch(t.detach().to(torch.float64).clone().contiguous(), dtype=wp.vec3d, requires_grad=True)
 
 
 class _GroundPenalty(torch.autograd.Function):
@@ -168,7 +169,7 @@ def capsule_penetration_penalty(
     lead = seg_a.shape[:-2]
     n = seg_a.shape[-2]
     pairs = _checked_pairs(pairs, n)
-    _check_radii(radii.detach().cpu().numpy())  # a small copy, like the pairs'
+    _check_radii(radii.detach().to(torch.float64).cpu().numpy())  # a small copy, like the pairs' (bfloat16 too)
     f = math.prod(lead)  # not -1: ambiguous without capsules (N = 0)
     out = _CapsulePenalty.apply(seg_a.reshape(f, n, 3), seg_b.reshape(f, n, 3), radii, pairs)
     return out.reshape(lead)

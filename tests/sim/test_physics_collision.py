@@ -249,3 +249,19 @@ def test_negative_radii_and_empty_sets_are_handled():
     empty = torch.zeros(2, 0, 3)
     out = capsule_penetration_penalty(empty, empty, torch.zeros(0), torch.zeros((0, 2), dtype=torch.int64))
     assert out.tolist() == [0.0, 0.0]
+
+
+def test_torch_penalties_are_not_fooled_by_an_input_edited_after_the_forward_pass():
+    """The Warp tape re-read a view of a contiguous float64 input: moving a point in place after the forward pass
+    gave the gradient at the moved point (z-gradient -2.2 instead of -0.2)."""
+    import torch
+
+    from sim.collision_torch import ground_penetration_penalty
+
+    p = torch.tensor([[[0.0, 0.0, -0.1], [1.0, 0.0, 0.5]]], dtype=torch.float64, requires_grad=True)
+    x = p * 1.0  # a non-leaf the caller may edit
+    pen = ground_penetration_penalty(x, 0.0)
+    with torch.no_grad():
+        x[..., 2] -= 1.0
+    pen.sum().backward()
+    np.testing.assert_allclose(p.grad[0, :, 2].numpy(), [-0.2, 0.0], atol=1e-12)
