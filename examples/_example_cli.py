@@ -171,30 +171,33 @@ def default_path_note(text: str, cfg) -> str:
     return text
 
 
+def _api_to_flags(text: str) -> str:
+    """``text`` with the library's Python-API spellings of an option (:data:`_API_FLAG`) replaced by its flag."""
+    for pattern, repl in _API_FLAG:
+        text = pattern.sub(repl, text)
+    return text
+
+
 def error_text(error: BaseException | str, cfg=None, aliases: Mapping[str, str] | None = None) -> str:
     """The text of an ``error:`` line for ``error``: settings named by their flags (not for an InputError, which
     names a file), a missing default path said to be one, the library's ``x=True`` spellings left off."""
     text = error if isinstance(error, str) else str(error)
     if isinstance(error, KeyError) and error.args:  # an unknown clip: the message lists the available ones
         text = str(error.args[0])
-    for pattern, repl in _API_FLAG:
-        text = pattern.sub(repl, text)
+    text = _api_to_flags(text)
     if cfg is None:
         return text
     if not isinstance(error, InputError):
         text = flag_message(text, cfg, aliases)
-    elif error.field in READER_OPTIONS and len(flag_map(cfg).get(error.field, ())) == 1:
-        text = f"{error.path}: {flag_map(cfg)[error.field][0]}: {error.problem}"  # the option the user typed
+    elif error.field in READER_OPTIONS and len(flags := flag_map(cfg).get(error.field, ())) == 1:
+        text = f"{error.path}: {flags[0]}: {error.problem}"  # the option the user typed
     return default_path_note(text, cfg)
 
 
 def format_warning(message, *args, **kwargs) -> str:
     """``warnings.formatwarning`` for the examples: ``warning: ...`` on one line (no source echo), the library's
     Python-API spellings of an option replaced by its flag."""
-    text = str(message)
-    for pattern, repl in _API_FLAG:
-        text = pattern.sub(repl, text)
-    return f"warning: {text}\n"
+    return f"warning: {_api_to_flags(str(message))}\n"
 
 
 def print_error(error: BaseException | str, cfg=None, aliases: Mapping[str, str] | None = None) -> None:

@@ -279,9 +279,10 @@ _WARNINGS: list[str] = []
 """One-line warnings of the current command, printed after its summary (a failing command prints its error only)."""
 
 
+_UNGUIDED = ("batch", "steps", "temperature")
 _GUIDED = ("guidance_damping", "guidance_from", "guidance_iters", "max_step", "polish_iters")
 SAMPLING_USED: dict[type, tuple[str, ...]] = {
-    Sample: ("batch", "steps", "temperature", *_GUIDED),
+    Sample: (*_UNGUIDED, *_GUIDED),
     Ik: ("batch", "guidance_damping", "max_step", "ik_steps", "ik_guidance_iters", "ik_validator_weight",
          "ik_dls_iters", "ik_damping", "ik_handle_tolerance_start", "ik_handle_tolerance"),
     Interpolate: ("interpolation_steps", "interpolation_time", *_GUIDED),
@@ -293,7 +294,7 @@ batch, steps and temperature. Checked against the fields a run actually reads by
 def sampling_fields_used(cfg) -> tuple[str, ...] | None:
     """The --sampling fields ``cfg``'s command reads (None: all)."""
     if isinstance(cfg, Sample) and not cfg.guidance:
-        return ("batch", "steps", "temperature")
+        return _UNGUIDED
     return SAMPLING_USED.get(type(cfg))
 
 

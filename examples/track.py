@@ -345,8 +345,9 @@ def _check_outputs(cfg: TrackConfig) -> None:
         if cfg.audit and (audit.exists() or audit.is_symlink()) and not audit.is_dir():
             raise InputError(audit, "output", "is a file where the run writes its audit/ folder: remove it, pass"
                              " --no-audit or choose another --output")  # fmt: skip
+        source = Path(cfg.motion)
         for name in OUTPUT_FILES:  # the run replaces its own outputs: tracking OUT/tracked.usda overwrote its input
-            if Path(cfg.motion).exists() and (out / name).exists() and (out / name).samefile(cfg.motion):
+            if source.exists() and (out / name).exists() and (out / name).samefile(source):
                 raise InputError(cfg.motion, "motion", f"is the {name} this run writes into --output {out}: choose "
                                  "another --output")  # fmt: skip
         generic = [n for n in ("config.json", "preview.gif") if (out / n).exists()]
@@ -456,9 +457,7 @@ def _filter_info(cfg: TrackConfig, space, character, ref, target_filter):
     if note:
         print(note)
     if cfg.pose_space_all_frames and cfg.method == "projection":
-        print(
-            "note: --pose-space-all-frames with the projection projects every frame in each MPPI iteration (slow)",
-        )
+        print("note: --pose-space-all-frames with the projection projects every frame in each MPPI iteration (slow)")
     return info, after
 
 
