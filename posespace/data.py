@@ -15,7 +15,9 @@ A *clip spec* names where poses come from, as a string (for command lines) or a 
 A loaded clip is named ``"source#clip"``; a ``gaits:`` source there names its seed (when not 0) and target, so
 variations of other data never share a name: ``gaits:biped#gait_0``, ``gaits:biped+seed=1@PATH#gait_0``.
 A clip reached through several specs is loaded once, also where they spell its file differently (``../x.glb#Run``
-and ``/abs/x.glb#Run``: file paths compare as resolved), and a held-out name in any spelling holds it out.
+and ``/abs/x.glb#Run``: file paths compare as resolved) or name a built-in source by an alias
+(``procedural:biped-walk`` is ``procedural:biped#walk``, ``gaits:biped-walk`` is ``gaits:biped``), and a held-out
+name in any spelling holds it out.
 
 Every clip is resampled to a common frame rate (slerp between keys) and encoded as canonical 6D poses
 (:class:`posespace.PoseRig`). Clips of the same skeleton (same signature) share one :class:`RigPoses`.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -261,19 +264,43 @@ def _clip_origin(spec: ClipSpec) -> str:
 
 
 def _clip_identity(name: str) -> str:
-    """The clip a ``"source#clip"`` name refers to, whatever the spelling of its file: the name with a file source,
+    """The clip a ``"source#clip"`` name refers to, whatever the spelling of its source: the name with a file source,
     or the ``@PATH`` target of a ``gaits:`` source, as its resolved absolute path (``data/../x.bvh#walk`` ->
-    ``/abs/x.bvh#walk``, ``gaits:biped@../y.bvh#gait_0`` -> ``gaits:biped@/abs/y.bvh#gait_0``). The source ends at
-    the last ``#`` whose left part names an existing file (file and clip names may contain ``#``); other names
-    (``procedural:...``, ``gaits:NAME``, bare clip names, clips added in memory) are returned unchanged."""
+    ``/abs/x.bvh#walk``, ``gaits:biped@../y.bvh#gait_0`` -> ``gaits:biped@/abs/y.bvh#gait_0``), and a built-in
+    source in one spelling (:func:`_builtin_source`: ``procedural:biped-walk#walk`` -> ``procedural:biped#walk``,
+    ``gaits:biped-walk#gait_0`` -> ``gaits:biped#gait_0``). The source ends at the last ``#`` whose left part names
+    an existing file (file and clip names may contain ``#``), else a built-in source at the last ``#``; other names
+    (bare clip names, clips added in memory) are returned unchanged."""
+    from usd_io import PROCEDURAL_PREFIX
+
     cut = next((i for i in reversed(range(len(name))) if name[i] == "#" and _is_file(name[:i])), None)
     if cut is None:
-        return name
+        cut = name.rfind("#")
+        if cut < 0 or not name.startswith((GAIT_PREFIX, PROCEDURAL_PREFIX)):
+            return name
+        return _builtin_source(name[:cut]) + name[cut:]
     source = name[:cut]
     if source.startswith(GAIT_PREFIX):
         head, _, target = source.partition("@")
-        return f"{head}@{Path(target).resolve()}{name[cut:]}"
+        return f"{_builtin_source(head)}@{Path(target).resolve()}{name[cut:]}"
     return f"{Path(source).resolve()}{name[cut:]}"
+
+
+def _builtin_source(source: str) -> str:
+    """A built-in source in one spelling: ``procedural:NAME-walk`` / ``procedural:NAME-idle`` -> ``procedural:NAME``
+    (their one clip is ``NAME``'s ``walk`` / ``idle``: same rig, same data) and ``gaits:NAME-walk`` ->
+    ``gaits:NAME`` (the same variations), its ``+seed=`` part kept and its ``@`` target in one spelling too. Other
+    sources are unchanged."""
+    from usd_io import PROCEDURAL_PREFIX
+
+    if source.startswith(PROCEDURAL_PREFIX):
+        base, sep, kind = source.partition("-")
+        return base if sep and kind in ("walk", "idle") else source
+    if source.startswith(GAIT_PREFIX):
+        head, at, target = source.partition("@")
+        body, plus, seed = head.partition("+")
+        return body.removesuffix("-walk") + plus + seed + at + _builtin_source(target)
+    return source
 
 
 def _clip_matches(full_name: str, name: str, identity: Callable[[str], str] = _clip_identity) -> bool:
@@ -548,11 +575,21 @@ class PoseBatchSampler:
         seed: int = 0,
         rank: int = 0,
     ):
+        if not pose_set.rigs or not all(len(r) for r in pose_set.rigs):
+            raise ValueError("pose_set: holds a skeleton without poses (or none at all): nothing to draw from")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size: must be an integer >= 1, got {batch_size!r}")
+        if not (isinstance(scale, int | float) and math.isfinite(scale) and scale > 0):
+            raise ValueError(f"scale: must be a finite number > 0, got {scale!r}")
         self.set = pose_set
         self.batch_size = batch_size
         self.scale = scale
         self.augment = augment or AugmentConfig()
         w = np.ones(len(pose_set.rigs)) if rig_weights is None else np.asarray(rig_weights, dtype=np.float64)
+        # a shorter list never drew the last skeletons, a longer one drew a skeleton that is not there
+        if w.shape != (len(pose_set.rigs),) or not (np.isfinite(w).all() and (w >= 0).all() and w.sum() > 0):
+            raise ValueError(f"rig_weights: one finite weight >= 0 per skeleton of the set ({len(pose_set.rigs)}), "
+                             f"with a positive sum, got {list(np.ravel(w))}")  # fmt: skip
         self.rig_p = w / w.sum()
         self.rng = np.random.default_rng(seed + 1009 * rank)
         self.pose_rigs = [r.pose_rig for r in pose_set.rigs]

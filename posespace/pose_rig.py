@@ -260,19 +260,19 @@ class PoseRig:
         (..., J, 6) (root heading removed, inactive joints identity)."""
         from sim.torch_ops import quat_multiply, quat_to_rot6d
 
-        from ._rotations import quat_conjugate_t
+        from ._rotations import TWIST_EPS, quat_conjugate_t
 
         c = self.torch_constants(rotations.device, rotations.dtype)
         q = rotations / rotations.norm(dim=-1, keepdim=True).clamp_min(1e-12)
         pre, post = c["pre"].expand_as(q), c["post"].expand_as(q)
         d = quat_multiply(quat_multiply(quat_conjugate_t(pre), q), quat_conjugate_t(post))
         root = torch.where(d[..., 0, 3:4] < 0, -d[..., 0, :], d[..., 0, :])
-        n2 = root[..., 0] ** 2 + root[..., 3] ** 2
-        norm = torch.sqrt(n2.clamp_min(1e-24))
+        # a half-turn swing has no twist (below TWIST_EPS, as NumPy); the masked inputs keep gradients finite
+        ok = root[..., 0] ** 2 + root[..., 3] ** 2 > TWIST_EPS
+        qx, qw = torch.where(ok, root[..., 0], 0.0), torch.where(ok, root[..., 3], 1.0)
+        norm = torch.sqrt(qx**2 + qw**2)
         zero = torch.zeros_like(norm)
-        twist = torch.stack([root[..., 0] / norm, zero, zero, root[..., 3] / norm], dim=-1)
-        ident = torch.stack([zero, zero, zero, torch.ones_like(norm)], dim=-1)
-        twist = torch.where((n2 > 1e-24)[..., None], twist, ident)  # a half-turn swing has no twist (as NumPy)
+        twist = torch.stack([qx / norm, zero, zero, qw / norm], dim=-1)
         d = torch.cat([quat_multiply(quat_conjugate_t(twist), root)[..., None, :], d[..., 1:, :]], dim=-2)
         x = quat_to_rot6d(d)
         return torch.where(c["active"][:, None], x, c["identity6d"])

@@ -61,6 +61,26 @@ def _held_out_poses_in_training(train: PoseSet, held: PoseSet) -> int:
     return count
 
 
+def test_built_in_alias_spellings_are_one_clip():
+    # procedural:biped-walk is procedural:biped's walk and gaits:quadruped-walk is gaits:quadruped: loaded twice
+    # under two names, holding out one spelling left an exact copy of its poses in training
+    with pytest.warns(UserWarning, match=r"clip 'walk' was already loaded \(as 'procedural:biped#walk'\)"):
+        ps = PoseSet.from_specs(["procedural:biped#walk,idle", "procedural:biped-walk"], fps=30.0)
+    assert ps.clip_names() == ["procedural:biped#walk", "procedural:biped#idle"]
+    for name in ("procedural:biped-walk#walk", "procedural:biped#walk"):
+        train, held = ps.split_by_clip([name])
+        assert train.clip_names() == ["procedural:biped#idle"] and held.clip_names() == ["procedural:biped#walk"]
+    with pytest.warns(UserWarning, match=r"clip 'gait_0' was already loaded \(as 'gaits:quadruped#gait_0'\)"):
+        gaits = PoseSet.from_specs(["gaits:quadruped*1", "gaits:quadruped-walk*2"], fps=30.0)
+    assert gaits.clip_names() == ["gaits:quadruped#gait_0", "gaits:quadruped-walk#gait_1"]
+    train, held = gaits.split_by_clip(["gaits:quadruped-walk#gait_0"])
+    assert train.clip_names() == ["gaits:quadruped-walk#gait_1"] and held.clip_names() == ["gaits:quadruped#gait_0"]
+    assert _held_out_poses_in_training(train, held) == 0
+    # the idle of gaits: is another clip kind: never merged with the walks
+    idle = PoseSet.from_specs(["gaits:quadruped*1", "gaits:quadruped-idle*1"], fps=30.0)
+    assert idle.clip_names() == ["gaits:quadruped#gait_0", "gaits:quadruped-idle#idle_0"]
+
+
 def test_a_clip_reached_through_two_spellings_of_its_file_is_loaded_once_and_held_out_in_either(
     tmp_path, monkeypatch, make_stick, make_walk
 ):

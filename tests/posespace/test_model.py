@@ -232,6 +232,30 @@ def test_pose_set_groups_skeletons_and_splits_by_clip(make_stick, make_walk):
     assert batch.mask.all()
 
 
+def test_batch_sampler_refuses_weights_that_do_not_fit_the_set(make_stick, make_walk):
+    # two weights for three skeletons drew only the first two, never saying so; four drew one that is not there
+    import sim
+
+    base = make_stick()
+    ps = PoseSet()
+    for k, shin in enumerate((1.0, 1.3, 1.6)):  # longer shins and feet: three skeletons
+        t = base.rest_translations.copy()
+        t[[10, 11, 14, 15]] *= shin
+        rig = sim.Rig(base.joint_names, base.parents, t, base.rest_rotations, name=f"s{k}")
+        ps.add(rig, make_walk(rig, 10), f"s{k}#walk", fps=None)
+    assert len(ps.rigs) == 3
+    drawn = PoseBatchSampler(ps, 300, 0.3, rig_weights=[1.0, 1.0, 2.0], seed=0).sample().rig_index.tolist()
+    assert set(drawn) == {0, 1, 2} and drawn.count(2) > drawn.count(0)
+    for weights in ([1.0, 1.0], [1.0] * 4, [1.0, float("nan"), 1.0], [1.0, -1.0, 1.0], [0.0, 0.0, 0.0]):
+        with pytest.raises(ValueError, match=r"rig_weights: one finite weight >= 0 per skeleton of the set \(3\)"):
+            PoseBatchSampler(ps, 8, 0.3, rig_weights=weights)
+    for kwargs, match in (({"batch_size": 0}, "batch_size"), ({"scale": float("nan")}, "scale")):
+        with pytest.raises(ValueError, match=match):
+            PoseBatchSampler(ps, **{"batch_size": 8, "scale": 0.3, **kwargs})
+    with pytest.raises(ValueError, match="pose_set: holds a skeleton without poses"):
+        PoseBatchSampler(PoseSet(), 8, 0.3)
+
+
 def test_rotation_noise_keeps_the_root_heading_free(make_stick, make_walk):
     """Poses carry the root's tilt, not its heading (twist about its canonical x = up). Rotation-noise
     augmentation tilts the root but turned it too (1.5 deg rms at the default noise); sampled batches now hold

@@ -41,7 +41,10 @@ def test_torch_encoding_matches_numpy(biped):
     d = np.tile([0.0, 0.0, 0.0, 1.0], (1, rig.joint_count, 1))
     d[0, 0] = [0.0, 1.0, 0.0, 0.0]
     flipped = pr.decode_quats(d)
-    for rot in (clips["walk"].rotations, rand, -rand, flipped):  # quaternion signs do not matter
+    # within TWIST_EPS of upside down (x^2 + w^2 = 2e-14): NumPy reads no twist; torch read a 90-degree twist
+    d[0, 0] = np.array([1e-7, 1.0, 0.0, 1e-7]) / np.linalg.norm([1e-7, 1.0, 0.0, 1e-7])
+    nearly = pr.decode_quats(d)
+    for rot in (clips["walk"].rotations, rand, -rand, flipped, nearly):  # quaternion signs do not matter
         expected = quat_to_rot6d(pr.encode_rotations(rot))
         got = pr.encode_torch(torch.tensor(rot, dtype=torch.float64)).numpy()
         np.testing.assert_allclose(got, expected, atol=ENCODE_TOL)
