@@ -177,7 +177,7 @@ def forward_kinematics(
         local_translations: local joint translations [m] (the root's in skeleton space), shape (N, J), vec3.
         local_rotations: local joint rotations [unit quat xyzw], shape (N, J), quat.
         world_out: optional output, shape (N, J), transform; allocated (with gradient when an input has one)
-            when None.
+            when None. Recording on a ``wp.Tape`` with inputs that have gradients, it must have one too.
 
     Returns:
         World transforms ``(p, q)`` per pose and joint, shape (N, J).
@@ -191,6 +191,11 @@ def forward_kinematics(
         grad = local_translations.requires_grad or local_rotations.requires_grad
         world_out = wp.zeros((n, J), dtype=arrays.transform, device=dev, requires_grad=grad)
     _check("world_out", world_out, arrays.transform, (n, J), dev)
+    recording = wp._src.context.runtime.tape is not None
+    if recording and n and (local_translations.requires_grad or local_rotations.requires_grad):
+        if not world_out.requires_grad:  # the tape would carry no gradient back: every input gradient stayed 0
+            raise ValueError("world_out: needs a gradient array (requires_grad=True) when recording on a tape "
+                             "with inputs that have gradients")  # fmt: skip
     for level in arrays.levels:
         wp.launch(
             K.fk_level_kernel,
@@ -245,7 +250,7 @@ def skin(
         record_tape=False,
     )
     tape = wp._src.context.runtime.tape
-    if tape is not None and grad:
+    if tape is not None and grad and n:  # an empty batch has nothing to differentiate (and no gradient arrays)
         if points_out.grad is None or normals_out.grad is None:
             raise ValueError("skin: outputs need gradient arrays when recording on a tape (requires_grad=True)")
 

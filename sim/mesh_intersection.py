@@ -336,10 +336,15 @@ class MeshSelfIntersection:
         self._points64 = wp.zeros(self.vertex_count, dtype=wp.vec3d, device=d)
         self._points32 = wp.array(rest.astype(np.float32), dtype=wp.vec3, device=d)
         self._rest64 = wp.array(rest, dtype=wp.vec3d, device=d)
-        self._mesh = wp.Mesh(
-            points=self._points32,
-            indices=wp.array(tris.ravel().astype(np.int32), device=d),
-            support_winding_number=True,
+        # Warp's BVH build crashes the process on zero triangles; a mesh without faces has no intersections to find
+        self._mesh = (
+            wp.Mesh(
+                points=self._points32,
+                indices=wp.array(tris.ravel().astype(np.int32), device=d),
+                support_winding_number=True,
+            )
+            if T
+            else None
         )
         self._count = wp.zeros(1, dtype=wp.int32, device=d)
         self._face_hit = wp.zeros(max(T, 1), dtype=wp.int32, device=d)
@@ -399,7 +404,8 @@ class MeshSelfIntersection:
             raise ValueError("points: contains non-finite values")
         self._points64.assign(pts)
         self._points32.assign(pts.astype(np.float32))
-        self._mesh.refit()
+        if self._mesh is not None:
+            self._mesh.refit()
         # float32 boxes: pad by a few ulps of the largest coordinate so rounding never drops a candidate
         return float(8 * np.finfo(np.float32).eps * max(np.abs(pts).max(), self.size) + 1e-7 * self.size)
 

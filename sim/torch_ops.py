@@ -171,6 +171,8 @@ class _ForwardKinematics(torch.autograd.Function):
         refuse_double_backward("forward kinematics")
         ctx.saved_tensors  # noqa: B018 -- raises if an input was modified in place since forward
         tape, lt, lq, world = ctx.saved
+        if world.shape[0] == 0:  # an empty batch: Warp holds no gradient arrays of size 0
+            return None, *(torch.zeros_like(t) for t in ctx.saved_tensors)
         tape.backward(grads={world: _wp(grad_world, world.dtype)})
         grads = _torch(lt.grad), _torch(lq.grad)
         tape.zero()
@@ -193,6 +195,8 @@ class _Skin(torch.autograd.Function):
         refuse_double_backward("skinning")
         ctx.saved_tensors  # noqa: B018 -- raises if world was modified in place since forward
         tape, world, points, normals = ctx.saved
+        if world.shape[0] == 0:  # an empty batch: Warp holds no gradient arrays of size 0
+            return None, torch.zeros_like(ctx.saved_tensors[0])
         grads = {}
         if grad_points is not None:
             grads[points] = _wp(grad_points, points.dtype)
@@ -284,7 +288,8 @@ class TorchRig:
         Args:
             root_translation: root position in skeleton space [m], shape (..., 3).
             rotations: local joint rotations [quat xyzw, normalized here], shape (..., J, 4). A zero quaternion
-                is not refused (that would synchronise on the values): it stays zero and collapses its subtree.
+                is not refused (that would synchronise on the values): its joint and subtree come out NaN (and so
+                does a loss of them), where a zero rotation used to mirror the subtree through the joint.
             translations: optional local translations of the non-root joints [m], shape (..., J, 3)
                 (the root column is ignored); rest translations when None.
 
@@ -309,7 +314,7 @@ class TorchRig:
                 raise ValueError(f"translations: batch shape {tuple(translations.shape[:-2])} != {tuple(batch)}")
             rest = translations[..., 1:, :]
         local_t = torch.cat([root_translation[..., None, :], rest], dim=-2).reshape(-1, J, 3)
-        local_q = quat_normalize(rotations).reshape(-1, J, 4)
+        local_q = (rotations / rotations.norm(dim=-1, keepdim=True)).reshape(-1, J, 4)  # zero -> NaN, not garbage
         world = _ForwardKinematics.apply(self.arrays, local_t, local_q)
         return world.reshape(*batch, J, 7)
 
@@ -323,7 +328,8 @@ class TorchRig:
         self._check("world", world, (self.joint_count, 7))
         batch = world.shape[:-2]
         points, normals = _Skin.apply(self.arrays, world.reshape(-1, self.joint_count, 7))
-        return points.reshape(*batch, -1, 3), normals.reshape(*batch, -1, 3)
+        V = self.arrays.vertex_count
+        return points.reshape(*batch, V, 3), normals.reshape(*batch, V, 3)
 
     def rest_rotations_6d(self) -> torch.Tensor:
         """Rest rotations as 6D vectors, shape (J, 6)."""

@@ -252,3 +252,61 @@ def test_torch_forward_kinematics_checks_the_translations_batch(rng):
     with pytest.raises(ValueError, match=r"translations: batch shape \(\) != \(2,\)"):
         trig.forward_kinematics(root, rot, trans)
     assert trig.forward_kinematics(root, rot, trans.expand(2, -1, -1)).shape == (2, rig.joint_count, 7)
+
+
+def test_a_world_out_without_gradient_is_refused_on_a_tape(rng):
+    # the tape carried no gradient back through a world_out without one: every input gradient stayed 0, silently
+    rig = make_rig(rng)
+    arrays = sim.RigArrays(rig, "cpu", "float64")
+    J = rig.joint_count
+    lt = wp.array(rng.normal(size=(2, J, 3)), dtype=wp.vec3d, requires_grad=True)
+    lq = wp.array(quat_normalize(rng.normal(size=(2, J, 4))), dtype=wp.quatd, requires_grad=True)
+    with wp.Tape(), pytest.raises(ValueError, match=r"world_out: needs a gradient array \(requires_grad=True\)"):
+        sim.forward_kinematics(arrays, lt, lq, wp.zeros((2, J), dtype=wp.transformd))
+    sim.forward_kinematics(arrays, lt, lq, wp.zeros((2, J), dtype=wp.transformd))  # no tape: no gradient needed
+    tape = wp.Tape()
+    with tape:
+        world = sim.forward_kinematics(arrays, lt, lq, wp.zeros((2, J), dtype=wp.transformd, requires_grad=True))
+    tape.backward(grads={world: wp.array(np.ones((2, J, 7)), dtype=wp.transformd)})
+    assert np.abs(lt.grad.numpy()).sum() > 0
+
+
+def test_torch_ops_take_an_empty_batch(rng):
+    # skinning a batch of 0 poses raised in the Warp tape (no gradient arrays of size 0), backward too
+    from sim.torch_ops import TorchRig
+
+    rig = make_rig(rng, vertex_count=12)
+    trig = TorchRig(rig, dtype=torch.float64)
+    J, V = rig.joint_count, trig.arrays.vertex_count
+    rot = torch.tensor(np.broadcast_to(rig.rest_rotations, (0, J, 4)).copy(), requires_grad=True)
+    root = torch.zeros(0, 3, dtype=torch.float64, requires_grad=True)
+    points, normals = trig.skin(trig.forward_kinematics(root, rot))
+    assert points.shape == normals.shape == (0, V, 3)
+    (points.sum() + normals.sum()).backward()
+    assert rot.grad.shape == (0, J, 4) and root.grad.shape == (0, 3)
+    points, _ = trig.skin(
+        trig.forward_kinematics(torch.zeros(2, 0, 3, dtype=torch.float64), rot.detach().expand(2, 0, J, 4))
+    )
+    assert points.shape == (2, 0, V, 3)
+
+
+def test_torch_forward_kinematics_turns_a_zero_quaternion_into_nan_below_it(rng):
+    # a zero rotation mirrored its subtree through the joint (Warp rotates by a zero quaternion as v -> -v): finite
+    # garbage; now the joint and its subtree are NaN, the rest of the skeleton as it was
+    from sim.torch_ops import TorchRig
+
+    rig = make_rig(rng)
+    trig = TorchRig(rig, dtype=torch.float64)
+    rot = torch.tensor(quat_normalize(rng.normal(size=(1, rig.joint_count, 4))))
+    j = next(j for j in range(rig.joint_count) if any(p == j for p in rig.parents))  # a joint with children
+    below = {j}
+    for k in range(rig.joint_count):  # parents come first
+        if rig.parents[k] in below:
+            below.add(k)
+    good = trig.forward_kinematics(torch.zeros(1, 3, dtype=torch.float64), rot)[0]
+    rot[0, j] = 0.0
+    world = trig.forward_kinematics(torch.zeros(1, 3, dtype=torch.float64), rot)[0]
+    nan = torch.isnan(world).any(dim=-1)
+    assert nan[sorted(below)].all() and len(below) > 1
+    others = [k for k in range(rig.joint_count) if k not in below]
+    assert not nan[others].any() and torch.allclose(world[others], good[others])

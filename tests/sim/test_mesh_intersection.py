@@ -135,6 +135,19 @@ def test_input_validation():
         checker.frame(rest, "octree")  # type: ignore[arg-type]
 
 
+def test_a_mesh_without_faces_has_no_intersections():
+    # Warp's BVH build on zero triangles killed the process (segmentation fault) before any frame was tested
+    _, rest, _ = two_boxes(0.1)
+    checker = MeshSelfIntersection(np.zeros((0, 3), np.int64), rest)
+    for method in ("bvh", "brute_force"):
+        frame = checker.frame(rest + 0.01, method)
+        assert len(frame.pairs) == 0 and frame.face_hit.shape == (0,)
+    metrics = checker.motion(np.stack([rest, rest * 1.1]))
+    assert metrics.face_count == 0 and metrics.max_depth_m == 0.0 and metrics.intersecting_frames == 0
+    with pytest.raises(ValueError, match="non-finite"):
+        checker.frame(np.full_like(rest, np.nan))
+
+
 def test_weld_tolerance_and_size_that_would_weld_everything_are_refused():
     """weld_tolerance_rel 0, or a size of 0, NaN or < 0, rounded every vertex onto one int64 cell (overflow or a
     NaN grid): the whole mesh welded into one vertex, every face pair was a ring neighbour and nothing was tested."""
