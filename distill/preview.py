@@ -19,25 +19,9 @@ def video_grid(video: torch.Tensor) -> np.ndarray:
 
 
 def write_preview(path: str | Path, video: torch.Tensor, fps: float) -> Path:
-    """Writes the views of ``video`` side by side; the format follows the suffix (``.gif`` or ``.mp4``).
+    """Writes the views of ``video`` (B, F, 3, H, W) in [0, 1] side by side, atomically: an MP4 for a ``.mp4``
+    suffix (any case; needs imageio-ffmpeg), a GIF for any other (:func:`sim.physics.preview.write_video`: GIF
+    delays that add up to the clip's length at ``fps``, MP4 frames at their own size)."""
+    from sim.physics.preview import write_video
 
-    MP4 needs an ffmpeg backend for imageio (``imageio-ffmpeg``); GIF works everywhere. A GIF's per-frame delays are
-    :func:`sim.physics.preview.gif_frame_durations_ms` (10 ms steps that add up to the clip's length at ``fps``); a
-    single frame is written as a one-frame GIF showing it for ``1 / fps``.
-    """
-    import imageio.v3 as iio
-
-    from sim.physics.preview import gif_frame_durations_ms
-    from usd_io import atomic_output
-
-    path = Path(path)
-    frames = video_grid(video)
-    with atomic_output(path) as tmp:
-        if path.suffix.lower() == ".gif":
-            durations = gif_frame_durations_ms(len(frames), fps)
-            # Pillow writes one frame through its single-image path, which takes one delay, not a list of them
-            duration = durations[0] if len(durations) == 1 else durations
-            iio.imwrite(tmp, frames, extension=".gif", duration=duration, loop=0)
-        else:
-            iio.imwrite(tmp, frames, extension=path.suffix, fps=fps)
-    return path
+    return write_video(path, video_grid(video), fps)

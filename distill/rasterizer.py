@@ -44,6 +44,11 @@ z-buffer hard to float32 resolution, its zeta gradients (~1 / gamma) no longer s
 grows unbounded."""
 
 
+MAX_TILE_SIZE = 64
+"""Largest binning tile edge [px]: the first pass keeps one byte per (triangle, tile) pair and tile pixel, so a
+tile of 4096 px asked for 16 MiB per pair (out of memory on any mesh, where 8 px is 64 B)."""
+
+
 @dataclass(frozen=True)
 class RasterSettings:
     """Soft rasterization parameters."""
@@ -58,7 +63,7 @@ class RasterSettings:
     coverage_cutoff: float = 1e-4
     """Contributions with coverage below this are skipped (bounds each triangle's reach)."""
     tile_size: int = 8
-    """Binning tile edge [px]."""
+    """Binning tile edge [px], at most :data:`MAX_TILE_SIZE`."""
     cull_backfaces: bool = True
     """Skip triangles facing away from the camera (closed meshes)."""
     facing_ramp: float = 0.05
@@ -80,8 +85,8 @@ class RasterSettings:
         if not (is_number(c) and 0.0 < c < 0.5):
             raise ValueError(f"RasterSettings.coverage_cutoff: must be in (0, 0.5), got {c!r}")
         t = self.tile_size
-        if not is_integer(t) or t < 1:
-            raise ValueError(f"RasterSettings.tile_size: must be an integer >= 1 [px], got {t!r}")
+        if not is_integer(t) or not 1 <= t <= MAX_TILE_SIZE:
+            raise ValueError(f"RasterSettings.tile_size: must be an integer in [1, {MAX_TILE_SIZE}] [px], got {t!r}")
         lo, hi = -self.logit_cutoff, K.X_MAX
         if not lo < self.edge_offset < hi:
             raise ValueError(

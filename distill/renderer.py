@@ -116,6 +116,13 @@ class RenderResult:
     cameras: Cameras
 
 
+_CHECKER_EDGE_PIXELS = 3.0
+"""Checker edge softening: the tanh gain falls to this over the pattern's change across a pixel (chosen by the
+error against an 8 x 8 supersampled ground at 32-128 px: 0.0069 mean at 32 px, 0.0025 at 128)."""
+_CHECKER_FADE = 8.0
+"""Checker contrast falls as exp(-(pi squares per pixel / this)^2): about half at 2 squares per pixel."""
+
+
 def _bind_points(rig: Rig) -> np.ndarray:
     """The meshes' bind-pose points (the joints' rest positions for a meshless rig) [m], shape (N, 3)."""
     if rig.meshes:
@@ -257,7 +264,18 @@ class VideoRenderer:
         hit = eye + s[..., None] * rays
         a = c.checker_size * self.body_length
         pattern = torch.sin(torch.pi * hit[..., 0] / a) * torch.sin(torch.pi * hit[..., 1] / a)
-        level = 0.5 + 0.5 * torch.tanh(c.checker_sharpness * pattern)
+        # filtered over each pixel's footprint on the ground (point samples aliased: 0.03 mean, 0.13 max error
+        # against an 8 x 8 supersampled ground at 32 px): the pattern's change across the pixel softens the edges to
+        # about a pixel, and squares far smaller than a pixel fade to the mean grey
+        dx, dy = torch.gradient(hit[..., :2], dim=(3, 2))  # ground shift per pixel step [m], (B, F, H, W, 2) each
+        u, v = torch.pi * hit[..., 0] / a, torch.pi * hit[..., 1] / a
+        grad = torch.pi / a * torch.stack([torch.cos(u) * torch.sin(v), torch.sin(u) * torch.cos(v)], -1)
+        change = (grad * dx).sum(-1).abs() + (grad * dy).sum(-1).abs()  # of the pattern across the pixel
+        k = c.checker_sharpness
+        gain = k / torch.sqrt(1.0 + (k * change / _CHECKER_EDGE_PIXELS) ** 2)
+        squares = (dx.abs().sum(-1) + dy.abs().sum(-1)) / a  # checker squares per pixel, as an L1 length
+        fade = torch.exp(-((torch.pi * squares / _CHECKER_FADE) ** 2))
+        level = 0.5 + 0.5 * fade * torch.tanh(gain * pattern)
         dark, light = c.ground_colors
         grey = dark + (light - dark) * level
         dist = s * rays.norm(dim=-1)
@@ -287,11 +305,19 @@ class VideoRenderer:
             times: frame times [s], shape (F,).
         """
         cfg = self.config
+        v_expected = self.albedo.shape[-2]
+        if points.ndim != 3 or points.shape[1:] != (v_expected, 3):
+            raise ValueError(f"points: expected shape (F, {v_expected}, 3), got {tuple(points.shape)}")
         f, v = points.shape[:2]
         if normals.shape != points.shape:
             raise ValueError(f"normals: expected shape {tuple(points.shape)}, got {tuple(normals.shape)}")
         if root_path.shape not in ((f, 3), (f, 7)):
             raise ValueError(f"root_path: expected shape ({f}, 7) or ({f}, 3), got {tuple(root_path.shape)}")
+        # one synchronisation: NaN points drew no triangle (the character vanished, the loss stayed finite)
+        finite = [torch.isfinite(x).all() for x in (points, normals, root_path, times)]
+        if not bool(torch.stack(finite).all()):
+            bad = [n for n, ok in zip(("points", "normals", "root_path", "times"), finite) if not bool(ok)]
+            raise ValueError(f"{', '.join(bad)}: non-finite values (NaN or inf) to render")
         points, normals = points.float(), normals.float()
         cams = self.cameras(root_path.float(), times.float())
         screen, zc = cams.project(points)  # (B, F, V, 3), (B, F, V)

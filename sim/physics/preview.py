@@ -17,7 +17,7 @@ from ..kinematics import pose_motion, skin_motion
 from ..motion import Motion
 from ..rig import Rig
 
-__all__ = ["GIF_MAX_FPS", "gif_frame_durations_ms", "render_preview"]
+__all__ = ["GIF_MAX_FPS", "gif_frame_durations_ms", "render_preview", "write_video"]
 
 GIF_MAX_FPS = 50.0
 """Highest frame rate a GIF preview plays at [1/s]: many viewers play delays under 20 ms as 100 ms."""
@@ -49,6 +49,50 @@ def gif_frame_durations_ms(frame_count: int, fps: float) -> list[int]:
         raise ValueError(f"fps: must be a positive finite number, got {fps}")
     ends = np.round(np.arange(1, int(frame_count) + 1) * 100.0 / float(fps)).astype(np.int64)  # centiseconds
     return [int(d) for d in 10 * np.diff(ends, prepend=0)]
+
+
+def write_video(path: str | Path, frames: np.ndarray, fps: float) -> Path:
+    """Writes RGB frames (F, H, W, 3) uint8 atomically (temp file, then rename) as an MP4 for a ``.mp4`` suffix (any
+    case; needs imageio-ffmpeg) and as a GIF for any other suffix (or none).
+
+    A GIF plays at ``fps`` through :func:`gif_frame_durations_ms` (a single frame shows for ``1 / fps``). An MP4 of
+    odd width or height gets one edge row / column repeated (H.264 wants even sizes) instead of being rescaled
+    (imageio's default rescales to multiples of 16, blurring every frame).
+
+    Raises:
+        ValueError: frames of another shape or dtype, no frames, or an fps that is not a positive finite number.
+    """
+    import imageio.v3 as iio
+
+    frames = np.asarray(frames)
+    if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8 or not frames.size:
+        raise ValueError(f"frames: expected RGB uint8 frames of shape (F > 0, H, W, 3), got {frames.dtype} "
+                         f"{frames.shape}")  # fmt: skip
+    if not (isinstance(fps, int | float | np.floating) and np.isfinite(fps) and fps > 0):
+        raise ValueError(f"fps: must be a positive finite number, got {fps!r}")
+    path = Path(path)
+    mp4 = path.suffix.lower() == ".mp4"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp.mp4" if mp4 else ".tmp.gif", dir=path.parent)
+    os.close(fd)
+    try:
+        if mp4:
+            _, h, w, _ = frames.shape
+            frames = np.pad(frames, ((0, 0), (0, h % 2), (0, w % 2), (0, 0)), mode="edge")
+            iio.imwrite(tmp, frames, plugin="FFMPEG", fps=float(fps), macro_block_size=2)
+        else:
+            durations = gif_frame_durations_ms(len(frames), float(fps))
+            # Pillow writes one frame through its single-image path, which takes one delay, not a list of them
+            duration = durations[0] if len(durations) == 1 else durations
+            iio.imwrite(tmp, frames, extension=".gif", duration=duration, loop=0)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
 
 
 def _fit_view(
@@ -163,7 +207,6 @@ def render_preview(
         ground_height: ground plane height [m].
         title: caption.
     """
-    import imageio.v2 as imageio
     import matplotlib
 
     matplotlib.use("Agg")
@@ -265,21 +308,4 @@ def render_preview(
         img = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
         plt.close(fig)
         images.append(img)
-    fps = motion.fps / step
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)
-    os.close(fd)
-    try:
-        if path.suffix.lower() == ".mp4":
-            imageio.mimsave(tmp, images, fps=fps)
-        else:
-            # a GIF whatever the suffix (imageio would pick the format from it: a TIFF writer for none)
-            imageio.mimsave(tmp, images, format="GIF", duration=gif_frame_durations_ms(len(images), fps), loop=0)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_video(path, np.stack(images), motion.fps / step)

@@ -667,3 +667,14 @@ def test_frame_count_suggestions_are_counts_the_config_takes():
         DistillConfig(frames=3, guidance=GuidanceConfig(kind="tiny"))
     with pytest.raises(ValueError, match=r"got 7; e\.g\. 5 or 9"):
         DistillConfig(frames=7, guidance=GuidanceConfig(kind="tiny"))
+
+
+def test_mp4_preview_in_upper_case_keeps_its_size(tmp_path):
+    """``preview.MP4`` failed in imageio's TIFF writer; an MP4 of views 31 x 34 came back 32 x 80 (rescaled)."""
+    import imageio.v3 as iio
+
+    from distill import write_preview
+
+    video = torch.rand(2, 3, 3, 31, 34, generator=torch.Generator().manual_seed(0))
+    path = write_preview(tmp_path / "preview.MP4", video, 10.0)
+    assert iio.imread(path, plugin="FFMPEG").shape == (3, 32, 68, 3)

@@ -263,6 +263,35 @@ def test_times_of_the_wrong_shape_are_refused(make_chain, make_motion):
                 follow_cameras(root, traj.times[:, None], cam, 1.0, 1.0, 0.0, 16, 16)
 
 
+def test_non_finite_or_misshapen_points_are_refused(make_chain, make_motion):
+    """NaN vertices drew no triangle: the character vanished from the video and the loss stayed finite."""
+    rig = make_chain()
+    renderer = VideoRenderer(rig, RenderConfig(width=16, height=16))
+    traj, trig = Trajectory(rig, make_motion(rig, frames=3)), TorchRig(rig)
+    with torch.no_grad():
+        world = traj.world(trig)
+        points, normals = trig.skin(world)
+    root = world[:, 0, :3]
+    bad = points.clone()
+    bad[1, 0, 2] = float("nan")
+    with pytest.raises(ValueError, match=r"^points: non-finite values \(NaN or inf\) to render$"):
+        renderer.render(bad, normals, root, traj.times)
+    with pytest.raises(ValueError, match=r"^normals, root_path: non-finite"):
+        renderer.render(points, normals * float("inf"), root + float("nan"), traj.times)
+    with pytest.raises(ValueError, match=r"points: expected shape \(F, \d+, 3\), got \(3, 5, 3\)"):
+        renderer.render(points[:, :5], normals[:, :5], root, traj.times)
+    assert torch.isfinite(renderer.render(points, normals, root, traj.times).video).all()
+
+
+def test_a_tile_too_large_to_bin_is_refused():
+    # tile_size=4096 asked the first pass for 16 MiB per (triangle, tile) pair: out of memory on any mesh
+    from distill.rasterizer import MAX_TILE_SIZE
+
+    RasterSettings(tile_size=MAX_TILE_SIZE)
+    with pytest.raises(ValueError, match=r"RasterSettings.tile_size: must be an integer in \[1, 64\] \[px\]"):
+        RasterSettings(tile_size=4096)
+
+
 def test_lighting_that_would_push_the_video_above_one_is_refused():
     """ambient 0.8 + diffuse 0.6 lit the uniform 0.8 albedo to 1.12: the VAE's input left [-1, 1]."""
     with pytest.raises(ValueError, match=r"RenderConfig\.ambient, diffuse: 0\.8 \+ 0\.6 .* to 1\.12"):
@@ -301,3 +330,26 @@ def test_camera_settings_name_the_field_and_take_numpy_scalars():
                          0.0, 16, 16)  # fmt: skip
     torch.testing.assert_close(cams.eye, ref.eye)
     RenderConfig(width=np.int64(16), height=np.int64(16))
+
+
+@pytest.mark.parametrize("size", [32, 64])
+def test_checker_ground_is_filtered_over_each_pixel(size):
+    """The checkerboard was point sampled: against the same ground box-filtered over each pixel (8 x 8 samples) it
+    was 0.030 off on average at 32 px and up to 0.13 (moire towards the horizon, a pixel's colour hopping between
+    squares as the camera moves)."""
+    from sim.characters import build
+
+    rig, _ = build("quadruped")
+    renderer = VideoRenderer(rig, RenderConfig(width=size, height=size))
+    times = torch.arange(3, dtype=torch.float32) / 12
+    root = torch.tensor([[0.1, 0.2, 0.3], [0.15, 0.3, 0.3], [0.2, 0.45, 0.3]])
+    cams = renderer.cameras(root, times)
+    s = 8
+    fine = dataclasses.replace(cams, height=size * s, width=size * s, focal=cams.focal * s)
+    b, f = cams.eye.shape[:2]
+    box = renderer.ground(fine).reshape(b, f, size, s, size, s, 3).mean(dim=(3, 5))
+    err = (renderer.ground(cams) - box).abs()
+    assert err.mean() < 0.012 and err.max() < 0.09, (float(err.mean()), float(err.max()))
+    ground = renderer.ground(cams)
+    near = ground[:, :, -size // 4 :]  # the bottom rows: squares of several pixels keep their contrast
+    assert near.max() - near.min() > 0.3

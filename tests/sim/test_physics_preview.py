@@ -149,14 +149,16 @@ def _fallen(rig: sim.Rig, motion: sim.Motion) -> sim.Motion:
 
 def _drawn_frames(monkeypatch, *args, **kwargs) -> list[np.ndarray]:
     """``render_preview(*args, **kwargs)``'s frames as drawn, before the GIF's palette tints the greys."""
+    import sim.physics.preview as preview
+
     drawn = []
-    save = imageio.mimsave
+    save = preview.write_video
 
-    def capture(path, images, **kw):
+    def capture(path, images, fps):
         drawn.extend(np.array(img) for img in images)
-        return save(path, images, **kw)
+        return save(path, images, fps)
 
-    monkeypatch.setattr(imageio, "mimsave", capture)
+    monkeypatch.setattr(preview, "write_video", capture)
     render_preview(*args, **kwargs)
     return drawn
 
@@ -205,3 +207,25 @@ def test_any_suffix_but_mp4_is_a_gif(tmp_path, name):
     assert path.read_bytes()[:4] == b"GIF8"
     assert len(imageio.mimread(path, format="GIF")) == 3
     assert [p.name for p in tmp_path.iterdir()] == [name]  # no temporary file left
+
+
+@pytest.mark.parametrize("name", ["clip.mp4", "clip.MP4"])
+def test_mp4_keeps_the_frame_size_in_any_case_of_suffix(tmp_path, name):
+    """imageio rescaled frames whose size is not a multiple of 16 (61 x 90 came back 64 x 96, every pixel
+    resampled), and an upper-case ``.MP4`` went to a TIFF writer that took no fps (TypeError)."""
+    from sim.physics.preview import write_video
+
+    y, x = np.mgrid[0:61, 0:90]
+    frame = np.stack([x * 2, y * 3, np.full_like(x, 128)], axis=-1).astype(np.uint8)  # smooth ramps
+    frames = np.stack([frame, np.roll(frame, 3, axis=1), np.roll(frame, 6, axis=1)])
+    path = write_video(tmp_path / name, frames, 12.0)
+    back = imageio.mimread(path, format="FFMPEG")
+    assert len(back) == 3 and back[0].shape == (62, 90, 3)  # one edge row repeated for an even height
+    err = np.abs(back[0][:61].astype(float) - frame).mean()
+    assert err < 3.0, err  # the same pixels (H.264's loss), not a resampled image
+    np.testing.assert_allclose(back[0][61].astype(float), back[0][60].astype(float), atol=8)
+    assert [p.name for p in tmp_path.iterdir()] == [name]  # no temporary file left
+    with pytest.raises(ValueError, match=r"frames: expected RGB uint8 frames"):
+        write_video(tmp_path / "x.mp4", frames.astype(np.float32), 12.0)
+    with pytest.raises(ValueError, match=r"fps: must be a positive finite number"):
+        write_video(tmp_path / "x.gif", frames, float("nan"))
