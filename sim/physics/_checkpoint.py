@@ -50,8 +50,16 @@ class ProjectionCheckpoint:
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
-        if not np.isfinite(self.interval_s) or self.interval_s < 0:
-            raise ValueError(f"ProjectionCheckpoint.interval_s: must be a finite number >= 0, got {self.interval_s}")
+        s = self.interval_s
+        if (
+            isinstance(s, bool)
+            or not isinstance(s, int | float | np.integer | np.floating)
+            or not np.isfinite(s)
+            or s < 0
+        ):
+            raise ValueError(f"ProjectionCheckpoint.interval_s: must be a finite number >= 0 [s], got {s!r}")
+        if not isinstance(self.resume, bool | np.bool_):  # resume="false" resumed (a non-empty string is true)
+            raise ValueError(f"ProjectionCheckpoint.resume: must be True or False, got {self.resume!r}")
 
 
 @dataclass

@@ -132,6 +132,10 @@ def _check_fields(
                 raise ValueError(f"{cls}.{name}: must be {text}, got {v}")
 
 
+_INT32_MAX = 2**31 - 1
+"""Largest solver count Newton takes (its kernels read int32)."""
+
+
 @dataclass
 class CharacterConfig:
     """How a rig becomes an articulated rigid-body character (bodies, colliders, masses, joints, gains)."""
@@ -225,6 +229,11 @@ class CharacterConfig:
                        "collider_radius_quantile", "contact_collider_radius_quantile", "contact_height_fraction",
                        "contact_frame_fraction"),
         )  # fmt: skip
+        for field_name in ("density_scale", "joint_limits_deg"):  # int keys failed later in key.lower()
+            bad = [k for k in getattr(self, field_name) if not isinstance(k, str)]
+            if bad:
+                raise ValueError(f"CharacterConfig.{field_name}: keys are body / joint name parts (strings), "
+                                 f"got {bad[0]!r}")  # fmt: skip
         for name, scale in self.density_scale.items():
             if not (_is_number(scale) and math.isfinite(scale) and scale > 0):
                 raise ValueError(f"CharacterConfig.density_scale[{name!r}]: must be a positive number, got {scale!r}")
@@ -304,6 +313,9 @@ class SolverConfig:
     def check(self) -> SolverConfig:
         """Returns the config; raises ValueError naming the first field out of range."""
         _check_fields(self, positive=("max_dt_s",), at_least_one=("iterations", "constraint_capacity"))
+        for name in ("iterations", "constraint_capacity"):  # Newton takes int32: 2**32 + 16 ran as 16
+            if getattr(self, name) > _INT32_MAX:
+                raise ValueError(f"SolverConfig.{name}: must be at most {_INT32_MAX}, got {getattr(self, name)}")
         if self.max_dt_s is not None and self.max_dt_s < MIN_DT_S:
             raise ValueError(f"SolverConfig.max_dt_s: must be at least {MIN_DT_S:g} s, got {self.max_dt_s}")
         if not _DEVICE.fullmatch(self.device):
@@ -347,9 +359,10 @@ class TrackingConfig:
     velocity_targets: bool = True
     """Also drive joint velocities towards the reference's (joint_target_qd); otherwise towards zero."""
     fall_height_fraction: float = 0.5
-    """Fallen: the root body drops below this fraction of its reference height..."""
+    """Fallen: the root body drops below this fraction of its reference height (in [0, 1]; 0: never by
+    height)..."""
     fall_tilt_deg: float = 60.0
-    """...or its up axis tilts more than this from the reference's."""
+    """...or its up axis tilts more than this from the reference's [deg], in (0, 180)."""
     blowup_speed_heights_per_s: float = 40.0
     """Blow-up: a point of a body's collider moves faster than this many character heights per second (runaway
     energy; linear and spin: |v_com| + |omega| * reach)."""
@@ -361,6 +374,8 @@ class TrackingConfig:
         field out of range."""
         _check_fields(self, positive=("fall_tilt_deg", "blowup_speed_heights_per_s", "blowup_distance_heights"),
                       fractions=("fall_height_fraction",))  # fmt: skip
+        if self.fall_tilt_deg >= 180.0:  # a tilt is at most 180 deg: a fall was never detected
+            raise ValueError(f"TrackingConfig.fall_tilt_deg: must be < 180 deg, got {self.fall_tilt_deg}")
         self.solver.check()
         self.contact.check()
         self.root_assist.check()
@@ -406,7 +421,8 @@ class ProjectionConfig:
     """Iterative-learning passes before MPPI: whole-clip PD runs whose joint-angle errors are added back to the
     targets (cheap first correction of gravity sag)."""
     ilc_gain: float = 0.7
-    """Fraction of the joint-angle error fed back per ILC pass."""
+    """Fraction of the joint-angle error fed back per ILC pass, in [0, 1] (a negative gain pushed the error the
+    wrong way: 3x the error of no ILC on a biped walk)."""
     position_weight: float = 1.0
     """Cost weight of body position error (relative to the character height, squared)."""
     root_weight: float = 4.0
@@ -449,6 +465,7 @@ class ProjectionConfig:
             at_least_one=("window_frames", "commit_frames", "knot_interval_frames", "iterations", "passes",
                           "rollout_batches"),
             at_least_two=("samples",),
+            fractions=("ilc_gain",),
         )  # fmt: skip
         return self
 

@@ -276,6 +276,9 @@ def test_meshless_human_carries_its_mass_in_the_trunk():
         (lambda: CharacterConfig(collider_weight_threshold=1.5), r"collider_weight_threshold: must be in \[0, 1\]"),
         (lambda: CharacterConfig(density_scale={"ear": 0.0}), r"density_scale\['ear'\]: must be a positive"),
         (lambda: CharacterConfig(joint_limits_deg={"neck": (10.0, -10.0)}), r"joint_limits_deg\['neck'\]"),
+        # an int key passed the check and failed in key.lower() while building (AttributeError)
+        (lambda: CharacterConfig(density_scale={1: 2.0}), r"CharacterConfig\.density_scale: keys are .* got 1$"),
+        (lambda: CharacterConfig(joint_limits_deg={3: (-1.0, 1.0)}), r"CharacterConfig\.joint_limits_deg: keys"),
     ],
 )
 def test_character_config_refuses_unusable_numbers(make, message):

@@ -195,3 +195,20 @@ def test_checkpoints_of_other_jobs_are_refused(case, tmp_path):
     assert "pickle" not in str(err.value)
     with pytest.raises(ValueError, match=r"interval_s"):
         ProjectionCheckpoint(path, interval_s=float("nan"))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"resume": "false"}, r"ProjectionCheckpoint\.resume: must be True or False, got 'false'"),
+        ({"resume": 1}, r"ProjectionCheckpoint\.resume: must be True or False, got 1"),
+        ({"interval_s": True}, r"ProjectionCheckpoint\.interval_s: must be a finite number >= 0 \[s\], got True"),
+        ({"interval_s": "5"}, r"ProjectionCheckpoint\.interval_s: must be a finite number >= 0 \[s\], got '5'"),
+        ({"interval_s": -1.0}, r"ProjectionCheckpoint\.interval_s: must be a finite number >= 0"),
+    ],
+)
+def test_checkpoint_settings_of_the_wrong_kind_are_refused(tmp_path, kwargs, message):
+    # resume="false" (a truthy string, as from an environment variable) resumed a finished run and simulated nothing
+    with pytest.raises(ValueError, match=message):
+        ProjectionCheckpoint(tmp_path / "p.npz", **kwargs)
+    assert ProjectionCheckpoint(tmp_path / "p.npz", interval_s=np.float32(2.0), resume=np.bool_(True)).resume

@@ -283,6 +283,21 @@ def test_a_single_frame_is_refused_not_reported_as_a_success(table):
         (TrackingConfig(solver="steel"), None, r"TrackingConfig\.solver: must be a SolverConfig, got 'steel'"),
         (None, ProjectionConfig(samples=8.0), r"ProjectionConfig\.samples: must be an integer, got 8\.0"),
         (None, ProjectionConfig(seed=-1), r"ProjectionConfig\.seed: must be >= 0"),
+        # from a review: 2**32 + 16 iterations ran as 16 (int32), a tilt of 180+ never detected a fall, a negative
+        # ILC gain pushed the error the wrong way
+        (
+            TrackingConfig(solver=SolverConfig(iterations=2**32 + 16)),
+            None,
+            r"SolverConfig\.iterations: must be at most 2147483647, got 4294967312",
+        ),
+        (
+            TrackingConfig(solver=SolverConfig(constraint_capacity=2**31)),
+            None,
+            r"SolverConfig\.constraint_capacity: must be at most 2147483647",
+        ),
+        (TrackingConfig(fall_tilt_deg=720.0), None, r"TrackingConfig\.fall_tilt_deg: must be < 180 deg, got 720"),
+        (None, ProjectionConfig(ilc_gain=-1.0), r"ProjectionConfig\.ilc_gain: must be in \[0, 1\], got -1"),
+        (None, ProjectionConfig(ilc_gain=5.0), r"ProjectionConfig\.ilc_gain: must be in \[0, 1\]"),
     ],
 )
 def test_unusable_settings_are_refused_before_simulating(table, tracking, projection, message):
