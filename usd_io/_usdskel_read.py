@@ -287,7 +287,12 @@ class _Skeleton:
 
         bind = skel.GetBindTransformsAttr().Get()
         rest = skel.GetRestTransformsAttr().Get()
-        bind = _usd_matrices(bind) if bind is not None and len(bind) else None
+        if bind is not None and not len(bind):  # Pixar's skinning fails on it: the rest pose would bind silently
+            raise InputError(path, f"{where}.bindTransforms", f"0 matrices for {count} joints (authored empty)")
+        if rest is not None and not len(rest):
+            warnings.warn(f"{path}: {where}.restTransforms: authored empty (0 matrices for {count} joints): the rest "
+                          "pose is taken from bindTransforms", UsdSkelWarning, 3)  # fmt: skip
+        bind = _usd_matrices(bind) if bind is not None else None
         rest = _usd_matrices(rest) if rest is not None and len(rest) else None
         if bind is None and rest is None:
             raise InputError(path, f"{where}.restTransforms", "neither restTransforms nor bindTransforms authored")
@@ -423,6 +428,15 @@ def _read_mesh(skinning_query, skeleton: _Skeleton, conversion: _Conversion, pat
         return None
     left = mesh.GetOrientationAttr().Get() == UsdGeom.Tokens.leftHanded
     triangles = _triangulate(counts, indices, path, where, left)
+    holes = _np(_authored(mesh.GetHoleIndicesAttr()) or [], np.int64)
+    if holes.size:  # faces renderers leave out: contact and intersection checks must not see them either
+        if holes.min() < 0 or holes.max() >= len(counts):
+            raise InputError(path, f"{where}.holeIndices", f"face index outside [0, {len(counts)})")
+        face = np.repeat(np.arange(len(counts)), counts - 2)
+        triangles = triangles[~np.isin(face, holes)]
+        if not len(triangles):
+            warnings.warn(f"{path}: {where}.holeIndices: every face is a hole: skipped", UsdSkelWarning, 2)
+            return None
 
     primvars = {
         "jointIndices": skinning_query.GetJointIndicesPrimvar(),
@@ -500,6 +514,9 @@ def _read_mesh(skinning_query, skeleton: _Skeleton, conversion: _Conversion, pat
         raise InputError(path, gbt_field, "non-finite matrix entries")
     if too_large(gbt).any():
         raise InputError(path, gbt_field, f"matrix entries out of range (> {MAX_MAGNITUDE:g})")
+    if not_affine(gbt):  # Pixar skins with the whole matrix (divide by w): the top three rows alone were 0.9 m off
+        raise InputError(path, gbt_field, f"the matrix's 4th column {gbt[3].tolist()} is not (0, 0, 0, 1) (not an "
+                         "affine transform)")  # fmt: skip
     gbt_det = float(np.linalg.det(gbt[:3, :3]))
     if not abs(gbt_det) > SINGULAR_TOLERANCE * float(np.prod(np.linalg.norm(gbt[:3, :3], axis=0))):
         raise InputError(

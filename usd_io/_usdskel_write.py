@@ -63,7 +63,12 @@ def _usd_matrices(matrices: np.ndarray, length_scale: float):
     return Vt.Matrix4dArray.FromNumpy(np.ascontiguousarray(m.transpose(0, 2, 1)))
 
 
-def _resolve_bound_clip(clips: Sequence[Motion], bound_clip: int | str) -> int:
+def _resolve_bound_clip(clips: Sequence[Motion], bound_clip: int | str) -> int | None:
+    """The index of the bound clip; None without clips (where only the default 0 is accepted)."""
+    if not clips:
+        if isinstance(bound_clip, str) or int(bound_clip) != 0:
+            raise ValueError(f"bound_clip: {bound_clip!r} asks for a binding, but there are no clips to bind")
+        return None
     if isinstance(bound_clip, str):
         names = [c.name for c in clips]
         if bound_clip not in names:
@@ -214,7 +219,7 @@ def write_usdskel(
     if not np.isfinite(start_time_code):
         raise ValueError(f"start_time_code: must be finite, got {start_time_code}")
     path = usd_output_path(path)
-    bound = _resolve_bound_clip(clips, bound_clip) if clips else None
+    bound = _resolve_bound_clip(clips, bound_clip)
     scale = 1.0 / float(meters_per_unit)
 
     with atomic_output(path) as tmp:

@@ -207,6 +207,42 @@ def test_no_clips(tmp_path, rig):
     assert validate_stage(path) == []
 
 
+def test_a_binding_without_clips_is_refused(tmp_path, rig):
+    # write_usdskel(..., [], bound_clip="nope") wrote a stage; with clips the same name is refused
+    for bound in ("nope", 2):
+        with pytest.raises(ValueError, match=r"bound_clip: .* asks for a binding, but there are no clips to bind"):
+            write_usdskel(tmp_path / "s.usda", rig, [], bound_clip=bound)
+    assert not (tmp_path / "s.usda").exists()
+
+
+def test_hole_faces_are_left_out_and_an_empty_rest_pose_is_named(tmp_path, rig, clips):
+    """holeIndices were read as real faces (renderers leave them out, contact checks saw geometry that is not
+    there); an authored empty restTransforms became the bind pose without a word (Pixar warns)."""
+    path = tmp_path / "holes.usda"
+    write_usdskel(path, rig, clips)
+    meshes = read_usdskel(path).rig.meshes
+    whole = meshes[0]
+    stage = Usd.Stage.Open(str(path))
+    mesh = UsdGeom.Mesh(stage.GetPrimAtPath("/test_rig/body"))
+    counts = np.array(mesh.GetFaceVertexCountsAttr().Get())
+    holes = [0, 5, len(counts) - 1]
+    mesh.CreateHoleIndicesAttr(Vt.IntArray(holes))
+    stage.Save()
+    cut = read_usdskel(path).rig.meshes[0]
+    assert len(cut.triangles) == len(whole.triangles) - int((counts[holes] - 2).sum())
+    kept = {tuple(t) for t in cut.triangles.tolist()}
+    assert kept < {tuple(t) for t in whole.triangles.tolist()}
+    mesh.GetHoleIndicesAttr().Set(Vt.IntArray(list(range(len(counts)))))
+    stage.Save()
+    with pytest.warns(UsdSkelWarning, match=r"holeIndices: every face is a hole: skipped"):
+        assert [m.name for m in read_usdskel(path).rig.meshes] == [m.name for m in meshes[1:]]
+    stage = _skeleton_stage(tmp_path / "rest.usda", ["a", "a/b"], bind=2)
+    UsdSkel.Skeleton(stage.GetPrimAtPath("/Root/Skeleton")).CreateRestTransformsAttr(Vt.Matrix4dArray([]))
+    stage.Save()
+    with pytest.warns(UsdSkelWarning, match=r"restTransforms: authored empty \(0 matrices for 2 joints\): the rest"):
+        assert read_usdskel(tmp_path / "rest.usda").rig.joint_count == 2
+
+
 def test_time_codes_near_whole_frames_are_whole(tmp_path, rig, clips):
     clip = clips[0]
     frames = np.arange(clip.frame_count)
@@ -684,6 +720,11 @@ def test_nan_weights(tmp_path, rig, clips):
         ("anim_joint_twice", "/test_rig/Animations/idle.joints", "is listed twice"),
         ("huge_point", "/test_rig/body.points", "point 3 out of range (> 1e+15)"),
         ("bad_skeleton_arg", "/Root/Nope", "no Skeleton prim"),
+        # from a review: an empty bindTransforms bound the rest pose silently; a projective geomBindTransform was
+        # read as its top three rows (0.9 m off Pixar's skinning)
+        ("bind_empty", "/Root/Skeleton.bindTransforms", "0 matrices for 2 joints (authored empty)"),
+        ("projective_gbt", "/test_rig/body.primvars:skel:geomBindTransform", "is not (0, 0, 0, 1) (not an affine"),
+        ("hole_range", "/test_rig/body.holeIndices", "face index outside [0, "),
     ],
 )
 def test_malformed_input(tmp_path, rig, clips, case, field, problem):
@@ -748,6 +789,21 @@ def test_malformed_input(tmp_path, rig, clips, case, field, problem):
     elif case == "bad_skeleton_arg":
         _skeleton_stage(path, ["a"], bind=1)
         options["skeleton"] = "/Root/Nope"
+    elif case == "bind_empty":
+        stage = _skeleton_stage(path, ["a", "a/b"], rest=2)
+        UsdSkel.Skeleton(stage.GetPrimAtPath("/Root/Skeleton")).CreateBindTransformsAttr(Vt.Matrix4dArray([]))
+        stage.Save()
+    elif case in ("projective_gbt", "hole_range"):
+        write_usdskel(path, rig, clips)
+        stage = Usd.Stage.Open(str(path))
+        body = stage.GetPrimAtPath("/test_rig/body")
+        if case == "projective_gbt":
+            m = Gf.Matrix4d(1.0)
+            m.SetRow(3, Gf.Vec4d(0.1, 0.0, 0.0, 2.0))
+            UsdSkel.BindingAPI(body).GetGeomBindTransformAttr().Set(m)
+        else:
+            UsdGeom.Mesh(body).CreateHoleIndicesAttr(Vt.IntArray([0, 100000]))
+        stage.Save()
     with pytest.raises(InputError) as err:
         read_usdskel(path, **options)
     assert err.value.path == str(path)
