@@ -39,6 +39,7 @@ import torch
 from sim import Motion, Rig, RigError
 from sim.torch_ops import TorchRig
 
+from ._checks import is_finite_number
 from ._run_state import (
     RENDERER_VERSION,
     ResumeError,
@@ -217,7 +218,8 @@ def _check_int(name: str, value, low: int) -> None:
 
 
 def _check_number(name: str, value, positive: bool) -> None:
-    ok = isinstance(value, (int, float)) and math.isfinite(value) and (value > 0 if positive else value >= 0)
+    # one rule with the render settings: NumPy scalars are numbers, bools are not (sds=True weighed 1)
+    ok = is_finite_number(value) and (value > 0 if positive else value >= 0)
     if not ok:
         raise ValueError(f"{name}: must be a finite number {'>' if positive else '>='} 0, got {value!r}")
 

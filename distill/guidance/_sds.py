@@ -23,6 +23,8 @@ from typing import Literal
 
 import torch
 
+from .._checks import is_finite_number
+
 __all__ = [
     "SDSOutput",
     "TimestepSchedule",
@@ -56,7 +58,7 @@ class TimestepSchedule:
 
     def __post_init__(self):
         values = (self.min, self.max_start, self.max_end)
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+        if not all(is_finite_number(v) for v in values):
             raise ValueError(f"TimestepSchedule: min, max_start, max_end must be finite numbers, got {values}")
         if not (0.0 <= self.min <= self.max_start <= 1.0 and self.min <= self.max_end <= 1.0):
             raise ValueError(

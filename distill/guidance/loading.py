@@ -28,6 +28,7 @@ from typing import Literal
 
 import torch
 
+from .._checks import is_finite_number
 from ..devices import check_device_name, resolve_device
 from ._sds import TimestepSchedule, VideoSDS, Weighting
 from .cogvideox import GuidanceCogVideoX
@@ -84,7 +85,7 @@ class GuidanceConfig:
     allow_download: bool = False
     """Let from_pretrained download missing weights (off: only local files are used)."""
     guidance_scale: float = 25.0
-    """Classifier-free guidance scale (1 = no unconditional pass)."""
+    """Classifier-free guidance scale (1 = no unconditional pass); the oracle has no text branch and runs at 1."""
     negative_prompt: str = ""
     """Negative prompt for the unconditional branch."""
     schedule: TimestepSchedule = field(default_factory=TimestepSchedule)
@@ -115,8 +116,18 @@ class GuidanceConfig:
                 f"chosen dtype: {', '.join(MODEL_PRESETS)}), got {self.dtype!r}; use 'auto' or 'float32'"
             )
         g = self.guidance_scale
-        if not (isinstance(g, (int, float)) and g == g and abs(g) != float("inf")):
+        if not is_finite_number(g):  # True became 1.0: classifier-free guidance silently off
             raise ValueError(f"GuidanceConfig.guidance_scale: must be a finite number, got {g!r}")
+        # a dict (as config.json stores it) or None passed here and failed at step 0 (AttributeError)
+        if not isinstance(self.schedule, TimestepSchedule):
+            raise ValueError(f"GuidanceConfig.schedule: must be a TimestepSchedule, got {self.schedule!r}")
+        if not isinstance(self.negative_prompt, str):
+            raise ValueError(f"GuidanceConfig.negative_prompt: must be a string, got {self.negative_prompt!r}")
+        if self.model is not None and not isinstance(self.model, str):
+            raise ValueError(f"GuidanceConfig.model: must be a folder or hub id (a string) or None, got {self.model!r}")
+        for name in ("allow_download", "vae_gradient_checkpointing", "vae_tiling"):  # "no" is truthy: tiling on
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"GuidanceConfig.{name}: must be True or False, got {getattr(self, name)!r}")
         check_device_name(self.device, "GuidanceConfig.device")
         if (self.model_height is None) != (self.model_width is None):
             raise ValueError(
@@ -127,6 +138,11 @@ class GuidanceConfig:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"GuidanceConfig.{name}: must be an integer >= 1 [px] or None, got {value!r}")
+        if self.kind == "oracle" and self.model_height is not None:  # it was ignored: the target kept its size
+            raise ValueError(
+                "GuidanceConfig.model_height, model_width: the oracle compares renders at their own size; leave "
+                f"them None (got {self.model_height!r}, {self.model_width!r})"
+            )
         if isinstance(self.tiny_seed, bool) or not isinstance(self.tiny_seed, int):
             raise ValueError(f"GuidanceConfig.tiny_seed: must be an integer, got {self.tiny_seed!r}")
 

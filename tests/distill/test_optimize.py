@@ -287,11 +287,35 @@ def test_resume_refuses_another_pose_prior(tmp_path, make_chain, make_motion):
             lambda: DistillConfig(frames=5, guidance=GuidanceConfig(kind="tiny-wan", model_height=40, model_width=32)),
             r"^DistillConfig\.guidance\.model_height: tiny-wan needs multiples of 16 px",
         ),
+        # from a review: a dict schedule (as config.json holds it) or a None negative prompt failed at step 0, a
+        # truthy "no" switched tiling on, True weighed 1 (guidance_scale True: CFG off), the oracle ignored a model
+        # size; NumPy floats were refused by some settings and taken by others
+        (lambda: GuidanceConfig(schedule={"min": 0.1}), r"^GuidanceConfig\.schedule: must be a TimestepSchedule"),
+        (lambda: GuidanceConfig(negative_prompt=None), r"^GuidanceConfig\.negative_prompt: must be a string"),
+        (lambda: GuidanceConfig(vae_tiling="no"), r"^GuidanceConfig\.vae_tiling: must be True or False, got 'no'"),
+        (lambda: GuidanceConfig(guidance_scale=True), r"^GuidanceConfig\.guidance_scale: must be a finite number"),
+        (lambda: GuidanceConfig(model=3), r"^GuidanceConfig\.model: must be a folder or hub id"),
+        (
+            lambda: GuidanceConfig(kind="oracle", model_height=16, model_width=16),
+            r"^GuidanceConfig\.model_height, model_width: the oracle compares renders at their own size",
+        ),
+        (lambda: LossWeights(sds=True), r"^LossWeights\.sds: must be a finite number >= 0, got True"),
+        (lambda: DistillConfig(fps=True), r"^DistillConfig\.fps: must be a finite number > 0, got True"),
+        (lambda: TimestepSchedule(min=True), r"^TimestepSchedule: min, max_start, max_end must be finite numbers"),
     ],
 )
 def test_bad_settings_are_named_on_construction(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_numpy_scalars_are_numbers_in_every_setting():
+    # OptimConfig and TimestepSchedule refused np.float32 ("must be a finite number"), the render settings took it
+    OptimConfig(lr_rotation=np.float32(0.01))
+    TimestepSchedule(min=np.float32(0.1))
+    LossWeights(smoothness=np.float64(2.0))
+    GuidanceConfig(guidance_scale=np.float32(7.5))
+    RenderConfig(ambient=np.float32(0.4))
 
 
 def test_oracle_runs_at_any_render_size(make_chain):
