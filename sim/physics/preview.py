@@ -85,6 +85,8 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float) -> Path:
             # Pillow writes one frame through its single-image path, which takes one delay, not a list of them
             duration = durations[0] if len(durations) == 1 else durations
             iio.imwrite(tmp, frames, extension=".gif", duration=duration, loop=0)
+        with open(tmp, "rb") as fh:  # on disk before the rename: a crash leaves the old file or the new one
+            os.fsync(fh.fileno())
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
