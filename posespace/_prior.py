@@ -20,6 +20,8 @@ import torch
 
 from sim import Rig
 
+from ._checks import check_int, check_number, is_real
+
 __all__ = ["make_pose_prior"]
 
 
@@ -27,10 +29,10 @@ def make_pose_prior(
     space, rig: Rig, manifold_weight: float = 0.02, manifold_time: float = 0.1, seed: int = 0
 ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """See :meth:`posespace.PoseSpace.pose_prior`."""
-    if not (manifold_weight >= 0.0 and manifold_weight < float("inf")):
-        raise ValueError(f"manifold_weight: must be a finite number >= 0, got {manifold_weight}")
-    if not 0.0 < manifold_time < 1.0:
-        raise ValueError(f"manifold_time: must be a diffusion time in (0, 1), got {manifold_time}")
+    manifold_weight = check_number("manifold_weight", manifold_weight, 0.0)  # True weighed 1
+    seed = check_int("seed", seed, 0)
+    if not (is_real(manifold_time) and 0.0 < manifold_time < 1.0):
+        raise ValueError(f"manifold_time: must be a diffusion time in (0, 1), got {manifold_time!r}")
     ctx = space.context(rig)
     pr = ctx.pose_rig
     noise: dict[int, torch.Tensor] = {}

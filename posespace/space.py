@@ -171,11 +171,12 @@ class PoseSpace:
             p.requires_grad_(False)
         self.scale = check_number("scale", scale, 0.0, strict=True)  # 0 / NaN failed deep inside; < 0 flipped tokens
         self.calibrations = dict(calibrations or {})
-        self.validator_config = validator_config or ValidatorConfig()
+        # checked as load() checks them: a space built with bad settings saved a file that load() refused
+        self.validator_config = (validator_config or ValidatorConfig()).check()
         self.sampling = (sampling or SamplingConfig()).check()
-        self.diffusion = GaussianDiffusion(diffusion)
+        self.diffusion = GaussianDiffusion((diffusion or DiffusionConfig()).check())
         self.training_clips = tuple(str(c) for c in training_clips)
-        self.training = None if training is None else dict(training)
+        self.training = None if training is None else _check_training(training)
         self.source = "pose space"
         """Where the pose space came from (the checkpoint file after :meth:`load`), for error messages."""
         self._contexts: dict[int, tuple[Rig, _RigContext]] = {}
@@ -266,8 +267,8 @@ class PoseSpace:
             raise ValueError("checksum mismatch: the file is damaged (its weights, calibrations or settings are not "
                              "the ones it was saved with)")  # fmt: skip
         training = state.get("training")
-        if training is not None and not (isinstance(training, dict) and isinstance(training.get("steps"), int)):
-            raise ValueError(f"training: expected {{'steps': int, 'final_loss': float}}, got {training!r}")
+        if training is not None:
+            _check_training(training)
         cfg = state["model_config"]
         model = PoseDenoiser(ModelConfig(**cfg).check())
         model.load_state_dict(state["model"])
@@ -389,6 +390,7 @@ class PoseSpace:
     def sample_poses(self, rig: Rig, n: int, seed: int | None = None, guidance: bool = True) -> np.ndarray:
         """``n`` sampled poses in 6D form, shape (n, J, 6)."""
         n = check_int("n", n, 1)
+        seed = _check_seed(seed)
         ctx = self.context(rig)
         loss = self._validator_loss(ctx)
         out = []
@@ -412,9 +414,11 @@ class PoseSpace:
         """Projection of 6D poses (N, J, 6) onto the pose space (module docstring), shape (N, J, 6)."""
         ctx, s = self.context(rig), self.sampling
         poses = _check_poses("poses", poses, ctx.pose_rig, batched=True)
-        strength = s.project_strength if strength is None else float(strength)
-        if not 0.0 <= strength <= 1.0:
-            raise ValueError(f"strength: must be a diffusion time in [0, 1], got {strength}")
+        if strength is None:
+            strength = s.project_strength
+        elif not (is_real(strength) and 0.0 <= strength <= 1.0):  # True ran at strength 1
+            raise ValueError(f"strength: must be a diffusion time in [0, 1], got {strength!r}")
+        strength = float(strength)
         loss = self._validator_loss(ctx)
         out = []
         for start in range(0, len(poses), s.batch):
@@ -451,6 +455,7 @@ class PoseSpace:
                 handle on the root places it (as ``root_translation``, which it must then agree with).
             root_translation: root position(s) [m], (3,) or (N, 3); the rest position when None.
         """
+        seed = _check_seed(seed)
         ctx, s = self.context(rig), self.sampling
         pr = ctx.pose_rig
         idx, targets, root = _check_handles(rig, handles, root_translation)
@@ -868,6 +873,23 @@ def tokens_to_poses(x: torch.Tensor, active_index: torch.Tensor, joint_count: in
     return torch.as_tensor(IDENTITY_6D, dtype=x.dtype, device=x.device) + full
 
 
+def _check_training(training) -> dict:
+    """A copy of the training record ``{'steps': int >= 0, 'final_loss': number or None, ...}``; ValueError
+    naming ``training`` otherwise (``{'steps': True}`` read "trained True steps")."""
+    ok = isinstance(training, Mapping) and not isinstance(training.get("steps"), bool)
+    ok = ok and isinstance(training.get("steps"), int | np.integer) and training["steps"] >= 0
+    loss = training.get("final_loss") if ok else None
+    if not ok or not (loss is None or is_real(loss)):
+        raise ValueError(f"training: expected {{'steps': int >= 0, 'final_loss': float}}, got {training!r}")
+    return dict(training)
+
+
+def _check_seed(seed) -> int | None:
+    """``seed`` as an int (any integer >= 0) or None; ValueError naming it otherwise (True, 1.9 and 2**63 were
+    seeds 1, 1 and 0: a modulo and int() let different seeds collide)."""
+    return None if seed is None else check_int("seed", seed, 0)
+
+
 def _seeded_noise(seed: int | None, first: int, cond: Conditioning) -> torch.Tensor | None:
     """Unit initial noise (M, A, 6) for poses ``first .. first + M - 1`` of a seeded call, each pose from its own
     stream of ``seed``: a pose does not depend on how many poses the call asks for nor on ``SamplingConfig.batch``
@@ -878,7 +900,7 @@ def _seeded_noise(seed: int | None, first: int, cond: Conditioning) -> torch.Ten
     shape = (*cond.mask.shape[1:], 6)
     out = torch.empty((cond.mask.shape[0], *shape))
     for k in range(len(out)):
-        state = np.random.SeedSequence([int(seed) % 2**63, first + k]).generate_state(1, np.uint64)[0]
+        state = np.random.SeedSequence([int(seed), first + k]).generate_state(1, np.uint64)[0]
         out[k] = torch.randn(shape, generator=torch.Generator().manual_seed(int(state) >> 1))
     return out
 

@@ -85,6 +85,53 @@ def test_save_load_round_trip(trained, tmp_path):
         PoseSpace.load(tmp_path / "bad.pt")
 
 
+def test_a_space_with_bad_settings_is_refused_on_construction_not_on_load(trained):
+    # from a review: PoseSpace() kept these as given, saved them, and load() (or training_warning) then failed
+    from posespace import DiffusionConfig, ValidatorConfig
+
+    space, *_ = trained
+    cals = space.calibrations
+    cases = [
+        ({"diffusion": DiffusionConfig(min_alpha_bar=-1.0)}, r"DiffusionConfig\.min_alpha_bar: must be a number in"),
+        ({"diffusion": DiffusionConfig(cosine_offset=float("nan"))}, r"DiffusionConfig\.cosine_offset"),
+        ({"validator_config": ValidatorConfig(limit_scale=float("nan"))}, r"ValidatorConfig\.limit_scale"),
+        ({"training": {"steps": "many"}}, r"^training: expected \{'steps': int >= 0"),
+        ({"training": {"steps": True}}, r"^training: expected"),
+        ({"training": {"steps": 5, "final_loss": "low"}}, r"^training: expected"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(ValueError, match=message):
+            PoseSpace(space.model, space.scale, cals, **kwargs)
+    # a floor of alpha_bar far from pure noise at t = 1, where sampling starts from unit noise
+    with pytest.raises(ValueError, match=r"DiffusionConfig\.min_alpha_bar: must be in \(0, 0\.01\]"):
+        DiffusionConfig(min_alpha_bar=0.5).check()
+    ok = PoseSpace(space.model, space.scale, cals, training={"steps": np.int64(40), "final_loss": np.float32(0.1)})
+    assert ok.training_summary().startswith("trained 40 steps")
+
+
+def test_seeds_and_numbers_of_the_wrong_kind_are_refused(trained):
+    # True / 1.9 / 2**63 were seeds 1 / 1 / 0 (int() and a modulo); strength True ran at 1; an infinite
+    # temperature gave NaN poses
+    space, rig, ps, *_ = trained
+    for seed in (True, 1.9, -1, float("nan")):
+        with pytest.raises(ValueError, match=r"^seed: must be an integer >= 0"):
+            space.sample_poses(rig, 2, seed=seed, guidance=False)
+    a = space.sample_poses(rig, 2, seed=2**63, guidance=False)
+    assert np.abs(a - space.sample_poses(rig, 2, seed=0, guidance=False)).max() > 1e-3
+    with pytest.raises(ValueError, match=r"^seed: must be an integer >= 0"):
+        space.ik_poses(rig, {"head": rig.rest_world_transforms()[0][rig.joint_index("head")]}, seed=True)
+    poses = ps.rigs[0].poses[:2]
+    with pytest.raises(ValueError, match=r"^strength: must be a diffusion time in \[0, 1\], got True"):
+        space.project_poses(rig, poses, strength=True)
+    ctx = space.context(rig)
+    with pytest.raises(ValueError, match=r"^temperature: must be a finite number >= 0, got inf"):
+        space.diffusion.sample(space.model, ctx.cond(2), 2, None, temperature=float("inf"))
+    with pytest.raises(ValueError, match=r"^manifold_weight: must be a finite number >= 0, got True"):
+        space.pose_prior(rig, manifold_weight=True)
+    with pytest.raises(ValueError, match=r"^seed: must be an integer >= 0, got True"):
+        space.pose_prior(rig, seed=True)
+
+
 def test_load_errors_name_the_file_and_field(tmp_path):
     from posespace import CHECKPOINT_FORMAT
 
