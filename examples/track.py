@@ -296,14 +296,13 @@ def _build_character(cfg: TrackConfig, prepared):
             f"{cfg.motion}: the character's masses or PD gains overflow ({e.args[-1]}); they follow from"
             f" {_settings(cfg, _MASS_OPTIONS + _GAIN_OPTIONS)}"
         ) from None
-    material = contact_material(character, cfg.tracking.contact)
-    size = [character.height, material.gap_m, *character.capsule_radii]
+    ct = cfg.tracking.contact
+    size = [character.height, ct.contact_gap_fraction * character.height, *character.capsule_radii]
     mass = np.concatenate([character.body_mass, character.body_inertia.ravel()])
     # the joint limits are springs of 4x the drive stiffness (newton_model, physics.usda)
     gains = np.concatenate([4.0 * character.stiffness.ravel(), character.damping.ravel(), character.armature.ravel()])
-    contact = [material.stiffness, material.damping, material.friction_gain]
     with np.errstate(all="ignore"):
-        finite = [np.all(np.abs(np.asarray(v, dtype=np.float64)) <= FLOAT32_MAX) for v in (size, mass, gains, contact)]
+        finite = [np.all(np.abs(np.asarray(v, dtype=np.float64)) <= FLOAT32_MAX) for v in (size, mass, gains)]
         if not finite[0]:
             raise _derived_error(cfg, "sizes", size, ("target_height_m",))
         if not finite[1]:
@@ -312,8 +311,15 @@ def _build_character(cfg: TrackConfig, prepared):
             raise _derived_error(cfg, "body masses", character.body_mass, _MASS_OPTIONS, smallest=FLOAT32_TINY)
         if not finite[2]:
             raise _derived_error(cfg, "PD gains", gains, _GAIN_OPTIONS + _MASS_OPTIONS)
-        if not finite[3]:
-            raise _derived_error(cfg, "contact stiffness and damping", contact, _CONTACT_OPTIONS + _MASS_OPTIONS)
+    names = _CONTACT_OPTIONS + _MASS_OPTIONS
+    try:  # checked by the masses above, so what is left is the stiffness per kg
+        material = contact_material(character, ct)
+    except ValueError:  # an infinite stiffness or damping
+        raise _derived_error(cfg, "contact stiffness and damping", [np.inf], names) from None
+    contact = [material.stiffness, material.damping, material.friction_gain]
+    with np.errstate(all="ignore"):
+        if not np.all(np.abs(np.asarray(contact, dtype=np.float64)) <= FLOAT32_MAX):
+            raise _derived_error(cfg, "contact stiffness and damping", contact, names)
     return character
 
 

@@ -659,6 +659,8 @@ class JointLimits:
         lo, hi = np.asarray(self.lower, dtype=np.float64), np.asarray(self.upper, dtype=np.float64)
         if lo.ndim != 2 or lo.shape[1] != 3 or lo.shape != hi.shape:
             raise ValueError(f"JointLimits: lower {lo.shape} and upper {hi.shape} must both be (J, 3)")
+        if np.isnan(lo).any() or np.isnan(hi).any():  # every comparison with NaN is false: nothing ever failed
+            raise ValueError("JointLimits: NaN bounds (use -inf / inf for a free axis)")
         if np.any(lo > hi):
             raise ValueError("JointLimits: lower > upper for some joint")
         if self.center is not None:

@@ -54,6 +54,17 @@ class ContactMaterial:
     damping: float
     friction_gain: float
 
+    def __post_init__(self) -> None:
+        # a NaN gap or a negative stiffness was authored on every collider of the stage (and given to Newton)
+        for name in ("gap_m", "stiffness", "damping", "friction_gain"):
+            v = getattr(self, name)
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, int | float | np.integer | np.floating)
+                or not (np.isfinite(v) and v >= 0)
+            ):
+                raise ValueError(f"ContactMaterial.{name}: must be a finite number >= 0, got {v!r}")
+
 
 def contact_material(character: PhysicsCharacter, contact: ContactConfig) -> ContactMaterial:
     """The contact parameters of ``character`` under ``contact``: the gap scales with the height, the penalty

@@ -281,6 +281,10 @@ def test_joint_limits_violation_angle():
     np.testing.assert_allclose(joint_limit_violations(rest, rot, derived)[2, 1], np.deg2rad(20.0), atol=1e-12)
     with pytest.raises(ValueError, match="lower > upper"):
         JointLimits(np.ones((2, 3)), np.zeros((2, 3)))
+    # NaN bounds made every comparison false: the audit passed every frame ("all joints within their limits")
+    with pytest.raises(ValueError, match=r"NaN bounds \(use -inf / inf for a free axis\)"):
+        JointLimits(np.full((2, 3), np.nan), np.zeros((2, 3)))
+    JointLimits(np.full((2, 3), -np.inf), np.full((2, 3), np.inf))  # free axes
 
 
 def test_derived_limits_are_the_envelope_of_each_clip():

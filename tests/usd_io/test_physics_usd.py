@@ -96,6 +96,19 @@ def test_bad_physical_settings_are_refused_by_name(tmp_path, character, option, 
     assert list(tmp_path.iterdir()) == []
 
 
+def test_numpy_numbers_are_numbers_and_a_bad_contact_material_is_refused(tmp_path, character):
+    # np.int64(1) friction was refused as "not a finite number"; a NaN gap and a negative stiffness were written on
+    # every collider
+    from sim.physics import ContactMaterial
+
+    write_physics_stage(tmp_path / "ok.usda", character, friction=np.int64(1), gravity=np.int32(10))
+    assert (tmp_path / "ok.usda").is_file()
+    for field, value in (("gap_m", float("nan")), ("stiffness", -1e4), ("damping", float("inf")), ("gap_m", True)):
+        values = {"gap_m": 0.01, "stiffness": 1e4, "damping": 10.0, "friction_gain": 10.0, field: value}
+        with pytest.raises(ValueError, match=rf"^ContactMaterial\.{field}: must be a finite number >= 0"):
+            ContactMaterial(**values)
+
+
 def test_bad_pose_is_refused_naming_the_body(tmp_path, character):
     """body_pos without body_rot was replaced by the reference pose without a word; a NaN position or a zero
     quaternion was written into the stage."""
