@@ -611,13 +611,15 @@ def jitter_jerk(joints: np.ndarray, motion: Motion, jitter_fps: float) -> tuple[
     fps^3):
 
     * a uniform clip at ``fps <= jitter_fps``: consecutive frames;
-    * a faster uniform clip, ``k = ceil(fps / jitter_fps)`` frames to a step (120 fps: ``k = 4``, 30 fps), the
-      larger of two readings per frame. The jerk at ``fps / k``: the means of ``k`` consecutive frames (the
-      anti-aliasing filter of the decimation: a toe striking the floor at 120 fps read 17% more without it),
-      ``k`` apart, from every starting frame, i.e. every sampling phase of the decimation at once (decimating one
-      phase, as ``motion.resample(30)`` did, never saw a glitch on a skipped frame). And consecutive frames read
-      as if ``k`` frames apart (a change from one frame to the next counts as one at ``fps / k``): the filter
-      and the decimation both remove a frame-to-frame alternation;
+    * a faster uniform clip at a whole multiple of ``jitter_fps``, ``k = fps / jitter_fps`` frames to a step
+      (120 fps: ``k = 4``, 30 fps), the larger of two readings per frame. The jerk at ``fps / k``: the means of
+      ``k`` consecutive frames (the anti-aliasing filter of the decimation: a toe striking the floor at 120 fps
+      read 17% more without it), ``k`` apart, from every starting frame, i.e. every sampling phase of the
+      decimation at once (decimating one phase, as ``motion.resample(30)`` did, never saw a glitch on a skipped
+      frame). And consecutive frames read as if ``k`` frames apart (a change from one frame to the next counts as
+      one at ``fps / k``): the filter and the decimation both remove a frame-to-frame alternation;
+    * a faster uniform clip at another rate (31, 45 fps): the same at exactly ``jitter_fps``, the means taken over
+      fractional windows (:func:`_fractional_jerk`);
     * a keyframed clip: consecutive keys (divided differences), keys closer than ``1 / jitter_fps`` read as if
       that far apart.
 
@@ -632,6 +634,8 @@ def jitter_jerk(joints: np.ndarray, motion: Motion, jitter_fps: float) -> tuple[
     k = max(1, math.ceil(motion.fps / jitter_fps - 1e-6))
     if k == 1:
         return jerk_magnitude(joints, t), motion.fps
+    if abs(motion.fps / jitter_fps - round(motion.fps / jitter_fps)) > 1e-6:
+        return _fractional_jerk(joints, t, motion.fps, jitter_fps), jitter_fps
     F = len(t)
     jerk = jerk_magnitude(joints, t, min_span_s=3.0 * k / motion.fps)
     if F - k + 1 > 3 * k:
@@ -643,6 +647,38 @@ def jitter_jerk(joints: np.ndarray, motion: Motion, jitter_fps: float) -> tuple[
         smooth = jerk_magnitude(means, mean_t, step=k)
         jerk = np.maximum(jerk, smooth[np.clip(np.arange(F) - (k - 1) // 2, 0, len(means) - 1)])
     return jerk, motion.fps / k
+
+
+def _fractional_jerk(joints: np.ndarray, t: np.ndarray, fps: float, jitter_fps: float) -> np.ndarray:
+    """Jerk (F, J) at exactly ``jitter_fps`` of a uniform clip whose rate is no whole multiple of it.
+
+    Rounding the step up (31 fps measured at 15.5, 45 at 22.5) read a one-frame pop 7x lower than at 30 or 60
+    fps (the jerk of a pop grows as rate^3): the same glitch passed at 31 and 45 fps and failed at 30 and 60. Here
+    the clip (linear between its samples) is averaged over windows of ``1 / jitter_fps`` (the decimation's
+    anti-aliasing filter at a fractional width, integrated exactly) and third differences are taken
+    ``1 / jitter_fps`` apart around every frame; consecutive frames also read as if that far apart (as for whole
+    multiples).
+    """
+    dt, w = 1.0 / fps, 1.0 / jitter_fps
+    jerk = jerk_magnitude(joints, t, min_span_s=3.0 * w)
+    F = len(t)
+    if t[-1] - t[0] < 4.0 * w:  # no window of four means fits: the consecutive-frame reading alone
+        return jerk
+    x = joints.reshape(F, -1)
+    slope = np.diff(x, axis=0) / dt
+    integral = np.concatenate([np.zeros((1, x.shape[1])), np.cumsum(0.5 * (x[1:] + x[:-1]) * dt, axis=0)])
+
+    def integral_at(tau: np.ndarray) -> np.ndarray:  # of the linear interpolant from t[0] to tau, (F, J * 3)
+        i = np.clip(np.floor((tau - t[0]) / dt).astype(np.int64), 0, F - 2)
+        s = (tau - t[i])[:, None]
+        return integral[i] + x[i] * s + 0.5 * slope[i] * s * s
+
+    centre = np.clip(t, t[0] + 2.0 * w, t[-1] - 2.0 * w)
+    m = [
+        (integral_at(centre + (o + 0.5) * w) - integral_at(centre + (o - 0.5) * w)) / w for o in (-1.5, -0.5, 0.5, 1.5)
+    ]
+    d3 = ((m[3] - 3.0 * m[2] + 3.0 * m[1] - m[0]) / w**3).reshape(F, -1, 3)
+    return np.maximum(jerk, np.linalg.norm(d3, axis=-1))
 
 
 def _check_jitter(joints: np.ndarray, motion: Motion, size: float, cfg: AuditConfig, names, series) -> CheckResult:

@@ -404,6 +404,26 @@ def test_jitter_of_a_fast_clip_sees_a_glitch_on_any_frame(quadruped):
     assert audit_motion(rig, _with_root(w60, root)).check("jitter").status == "fail"
 
 
+@pytest.mark.parametrize("fps", [31.0, 45.0, 75.0])
+def test_jitter_reads_a_pop_alike_at_rates_that_are_no_multiple_of_the_analysis_rate(quadruped, fps):
+    """31 fps was measured at 15.5 fps and 45 at 22.5 (the step rounded up): a one-frame pop read 7x lower than
+    at 30 or 60 fps and passed. Now every faster clip is measured at 30 fps, the pop fails as it does at 30 and 60
+    fps, and the clean clip reads about as it does there."""
+    rig, walk = quadruped
+    clean = {r: audit_motion(rig, walk.resample(r)).check("jitter") for r in (30.0, 60.0, fps)}
+    assert clean[fps].status == "pass" and clean[fps].details["analysis_fps"] == 30.0
+    assert clean[fps].value < 1.5 * max(clean[30.0].value, clean[60.0].value)
+    popped = {}
+    for r in (30.0, 60.0, fps):
+        m = walk.resample(r)
+        root = m.root_translations.copy()
+        root[m.frame_count // 2, 1] += 0.1
+        popped[r] = audit_motion(rig, _with_root(m, root)).check("jitter")
+    assert all(c.status == "fail" for c in popped.values()), {r: c.message for r, c in popped.items()}
+    ratio = popped[fps].value / popped[30.0].value
+    assert 0.8 < ratio < 1.25, ratio  # the pop's jerk at the 30 fps analysis rate, whatever the clip's rate
+
+
 def test_feet_sliding_back_and_forth_fail_foot_skate(idle):
     """The idle's whole body sliding +-4 cm three times a second for 2 s: its planted feet slide ~0.9 m with no net
     displacement, which the net slide (the old measure) passed. The slide path fails."""
