@@ -48,6 +48,8 @@ class Motion:
             RigError: bad shapes, non-finite values, zero quaternions, non-increasing times, fps <= 0.
         """
         self.name = str(name)
+        if isinstance(fps, bool | np.bool_) or not isinstance(fps, int | float | np.integer | np.floating):
+            raise RigError(f"motion {self.name!r} fps: must be a positive number, got {fps!r}")  # True was 1 fps
         self.fps = float(fps)
         if not np.isfinite(self.fps) or self.fps <= 0:
             raise RigError(f"motion {self.name!r} fps: must be a positive number, got {fps}")
@@ -109,9 +111,12 @@ class Motion:
         return t
 
     def is_uniform(self, tolerance: float = 1e-6) -> bool:
-        """True when ``times`` lie on the ``1/fps`` grid from ``times[0]`` (within ``tolerance`` frames)."""
+        """True when ``times`` lie on the ``1/fps`` grid from ``times[0]``: frame ``k`` within ``tolerance *
+        max(1, k)`` frames of its grid point (relative, as float32 key times drift: 2 s of glTF keys at 30 fps were
+        off by more than a fixed 1e-6 frames, and so was their ``resample``)."""
         k = (self.times - self.times[0]) * self.fps
-        return bool(np.all(np.abs(k - np.round(k)) < tolerance) and np.all(np.diff(np.round(k)) == 1))
+        near = np.abs(k - np.round(k)) < tolerance * np.maximum(1.0, np.abs(k))
+        return bool(np.all(near) and np.all(np.diff(np.round(k)) == 1))
 
     def sample(self, times) -> Motion:
         """Linear (translations) / slerp (rotations) resampling at ``times`` [s] (a scalar or shape (T,)),
@@ -136,7 +141,8 @@ class Motion:
         Raises:
             RigError: ``fps`` is not a positive finite number (names the motion).
         """
-        if not (isinstance(fps, (int, float, np.floating, np.integer)) and np.isfinite(fps) and fps > 0):
+        ok = isinstance(fps, int | float | np.floating | np.integer) and not isinstance(fps, bool)
+        if not (ok and np.isfinite(fps) and fps > 0):
             raise RigError(f"motion {self.name!r} resample fps: must be a positive number, got {fps!r}")
         frames = self.duration * fps  # intervals [frames]
         count = int(np.floor(frames + RESAMPLE_TOLERANCE * max(1.0, frames))) + 1

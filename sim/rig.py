@@ -35,6 +35,23 @@ class RigWarning(UserWarning):
     """Rig data was repaired on construction (e.g. weights renormalized)."""
 
 
+def _index_array(name: str, value, shape: Sequence[int | None]) -> np.ndarray:
+    """Integer indices as int32, checked like :func:`_array`: floats must be whole numbers (0.9 was index 0)
+    and every value must fit int32 (2**32 wrapped to 0)."""
+    raw = np.asarray(value)
+    if raw.dtype.kind == "b":
+        raise RigError(f"{name}: expected integer indices, got booleans")
+    if raw.dtype.kind in "fc" and raw.size:
+        bad = ~np.isfinite(raw) | (raw != np.round(raw.real))
+        if bad.any():
+            first = raw[np.unravel_index(int(np.argmax(bad)), raw.shape)]
+            raise RigError(f"{name}: expected integer indices, got {first.item()!r}")
+    arr = _array(name, raw.real if raw.dtype.kind == "c" else raw, np.int64, shape)
+    if arr.size and (arr.min() < np.iinfo(np.int32).min or arr.max() > np.iinfo(np.int32).max):
+        raise RigError(f"{name}: index out of the int32 range (got {arr.min() if arr.min() < 0 else arr.max()})")
+    return arr.astype(np.int32)
+
+
 def _array(name: str, value, dtype, shape: Sequence[int | None]) -> np.ndarray:
     """Converts ``value`` to ``dtype`` and checks its shape (None = any size) and finiteness."""
     try:
@@ -84,7 +101,7 @@ class SkinnedMesh:
         p = f"mesh {self.name!r}"
         self.points = _array(f"{p} points", points, np.float64, (None, 3))
         v = len(self.points)
-        self.triangles = _array(f"{p} triangles", triangles, np.int64, (None, 3)).astype(np.int32)
+        self.triangles = _index_array(f"{p} triangles", triangles, (None, 3))
         if self.triangles.size and (self.triangles.min() < 0 or self.triangles.max() >= v):
             raise RigError(f"{p} triangles: vertex index out of range [0, {v}) (max {self.triangles.max()})")
         w_raw = np.asarray(influence_weights, dtype=np.float64)
@@ -100,7 +117,7 @@ class SkinnedMesh:
         if np.isnan(w_raw).any():
             raise RigError(f"{p} influence_weights: NaN weight at vertex {int(np.argwhere(np.isnan(w_raw))[0, 0])}")
         weights = _array(f"{p} influence_weights", w_raw, np.float64, (v, None))
-        joints = _array(f"{p} influence_joints", j_raw, np.int64, (v, None))
+        joints = _index_array(f"{p} influence_joints", j_raw, (v, None)).astype(np.int64)
         if (weights < 0).any():
             raise RigError(f"{p} influence_weights: negative weight at vertex {int(np.argwhere(weights < 0)[0, 0])}")
         # padding influences (weight 0) may carry any index: point them at joint 0
@@ -195,7 +212,7 @@ class Rig:
             dup = next(n for n in names if names.count(n) > 1)
             raise RigError(f"joint_names: duplicate joint name {dup!r}")
         self.joint_names = names
-        self.parents = _array("parents", parents, np.int64, (count,)).astype(np.int32)
+        self.parents = _index_array("parents", parents, (count,))
         _check_tree(self.parents, names)
         self.rest_translations = _array("rest_translations", rest_translations, np.float64, (count, 3))
         rot = _array("rest_rotations", rest_rotations, np.float64, (count, 4))
@@ -208,6 +225,13 @@ class Rig:
         self.inverse_bind_matrices = _array("inverse_bind_matrices", inverse_bind_matrices, np.float64, (count, 4, 4))
         if np.abs(np.linalg.det(self.inverse_bind_matrices[:, :3, :3])).min() < 1e-12:
             raise RigError("inverse_bind_matrices: singular matrix")
+        projective = np.abs(self.inverse_bind_matrices[:, 3] - [0.0, 0.0, 0.0, 1.0]).max(axis=-1) > 1e-9
+        if projective.any():  # skinning reads the top three rows: the bottom row was dropped silently
+            j = int(np.argmax(projective))
+            raise RigError(
+                f"inverse_bind_matrices: joint {j} ({names[j]!r}) has bottom row "
+                f"{self.inverse_bind_matrices[j, 3].tolist()}, not [0, 0, 0, 1] (not an affine transform)"
+            )
         self.meshes = tuple(meshes)
         for m in self.meshes:
             if not isinstance(m, SkinnedMesh):

@@ -95,7 +95,10 @@ def quat_rotate(q, v) -> np.ndarray:
 def quat_to_matrix(q) -> np.ndarray:
     """Rotation matrices from quaternions (normalized first), shape ``(..., 3, 3)``."""
     q = _f64(q)
-    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    n = np.linalg.norm(q, axis=-1, keepdims=True)
+    if np.any(n < 1e-12):  # was an all-NaN matrix; NaN inputs stay NaN
+        raise ValueError("quat_to_matrix: quaternion with zero norm")
+    q = q / n
     x, y, z, w = np.moveaxis(q, -1, 0)
     m = np.stack(
         [
@@ -221,9 +224,10 @@ def euler_to_quat(angles, order: str) -> np.ndarray:
     if angles.shape[-1] != len(order):
         raise ValueError(f"euler_to_quat: angles have {angles.shape[-1]} components for order {order!r}")
     q = quat_identity(angles.shape[:-1])
-    for i, axis in enumerate(order.upper()):
-        if axis not in _AXES:
-            raise ValueError(f"euler_to_quat: unknown axis {axis!r} in order {order!r}")
+    for i, axis in enumerate(order):
+        if axis not in _AXES:  # lower case is scipy's extrinsic convention: read as intrinsic it was wrong
+            raise ValueError(f"euler_to_quat: unknown axis {axis!r} in order {order!r} (intrinsic axes are upper "
+                             "case X, Y, Z)")  # fmt: skip
         q = quat_multiply(q, axis_angle_to_quat(angles[..., i : i + 1] * _AXES[axis]))
     return q
 
@@ -250,15 +254,21 @@ def transform_matrix(translation, quat, scale=None) -> np.ndarray:
     Args:
         translation: shape ``(..., 3)``.
         quat: shape ``(..., 4)`` [xyzw].
-        scale: optional, shape ``(..., 3)`` or broadcastable.
+        scale: optional, shape ``(..., 3)``, ``(..., 1)`` or a scalar (uniform), broadcastable.
     """
     translation, quat = _f64(translation), _f64(quat)
-    shapes = [translation.shape[:-1], quat.shape[:-1]] + ([] if scale is None else [np.shape(scale)[:-1]])
+    if scale is not None:  # a scalar or (..., 1) is uniform (a scalar raised IndexError)
+        scale = _f64(scale)
+        if scale.ndim == 0:
+            scale = np.full(3, float(scale))
+        elif scale.shape[-1] == 1:
+            scale = np.repeat(scale, 3, axis=-1)
+    shapes = [translation.shape[:-1], quat.shape[:-1]] + ([] if scale is None else [scale.shape[:-1]])
     shape = np.broadcast_shapes(*shapes)
     m = np.zeros((*shape, 4, 4))
     r = quat_to_matrix(quat)
     if scale is not None:
-        r = r * _f64(scale)[..., None, :]
+        r = r * scale[..., None, :]
     m[..., :3, :3] = r
     m[..., :3, 3] = translation
     m[..., 3, 3] = 1.0

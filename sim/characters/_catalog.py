@@ -58,7 +58,9 @@ def build(
         name: one of :func:`procedural_asset_names`: ``"quadruped"`` / ``"biped"`` give every clip (walk first);
             ``"quadruped-walk"``, ``"biped-idle"``, ... give that clip only.
         config: the character's options (:class:`QuadrupedConfig` / :class:`BipedConfig`); default sizes when None.
-        walk: walk options (:class:`QuadrupedWalkConfig` / :class:`BipedWalkConfig`).
+        walk: walk options (:class:`QuadrupedWalkConfig` / :class:`BipedWalkConfig`), in absolute units [m, m/s]
+            as given. When None, the default walk is scaled to ``config.height`` (dynamically similar): a default
+            ``BipedWalkConfig()`` passed with a 1 m biped strides as the 1.75 m one does, which its legs cannot.
         idle: idle options (:class:`IdleConfig`).
 
     Returns:

@@ -151,3 +151,54 @@ def test_resample_rejects_a_bad_rate(fps):
     m = Motion(10, np.zeros((3, 3)), quat_identity((3, 2)), name="clip")
     with pytest.raises(RigError, match=r"motion 'clip' resample fps: must be a positive number"):
         m.resample(fps)  # 0 and NaN used to build a NaN clip that failed later as "non-finite rotations"
+
+
+def test_float32_key_times_are_uniform_and_so_is_their_resample():
+    # a fixed 1e-6-frame tolerance: 292 float32 frames at 30 fps were not uniform, nor their resample (tracking
+    # then asked to "resample it first", which did not help)
+    n = 292
+    times = (np.arange(n) / 30.0).astype(np.float32).astype(np.float64)
+    m = Motion(30, np.zeros((n, 3)), quat_identity((n, 1)), times=times)
+    assert m.is_uniform() and m.resample(30.0).is_uniform()
+    skipped = Motion(30, np.zeros((n - 1, 3)), quat_identity((n - 1, 1)), times=np.delete(times, 100))
+    assert not skipped.is_uniform()
+    off = times.copy()
+    off[5] += 0.01 / 30.0  # a hundredth of a frame off near the start
+    assert not Motion(30, np.zeros((n, 3)), quat_identity((n, 1)), times=off).is_uniform()
+
+
+_Z3, _I3 = np.zeros((3, 3)), quat_identity((3,))
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        # floats were truncated (0.9 -> 0, 1.7 -> 1), 2**32 wrapped to 0
+        (lambda: Rig(["a", "b", "c"], [-1, 0.9, 1.7], _Z3, _I3), r"parents: expected integer indices, got 0\.9"),
+        (lambda: Rig(["a", "b", "c"], [-1, 0, 2**32], _Z3, _I3), r"parents: index out of the int32 range"),
+        (
+            lambda: SkinnedMesh("m", np.eye(3), [[0, 1, 2**32 + 2]], [0, 0, 0], [1, 1, 1]),
+            r"mesh 'm' triangles: index out of the int32",
+        ),
+        (
+            lambda: SkinnedMesh("m", np.eye(3), [[0, 1, 2]], [0, 0.5, 1.9], [1, 1, 1]),
+            r"influence_joints: expected integer indices, got 0\.5",
+        ),
+        (lambda: Motion(True, np.zeros((2, 3)), quat_identity((2, 1))), r"fps: must be a positive number, got True"),
+        (lambda: Motion("30", np.zeros((2, 3)), quat_identity((2, 1))), r"fps: must be a positive number, got '30'"),
+    ],
+)
+def test_indices_and_rates_of_the_wrong_kind_are_refused(make, message):
+    with pytest.raises(RigError, match=message):
+        make()
+    with pytest.raises(RigError, match=r"resample fps: must be a positive number, got True"):
+        Motion(10, np.zeros((3, 3)), quat_identity((3, 2))).resample(True)
+    assert Rig(["a", "b"], np.array([-1.0, 0.0]), np.zeros((2, 3)), quat_identity((2,))).parents.tolist() == [-1, 0]
+
+
+def test_projective_inverse_bind_matrices_are_refused():
+    # skinning reads the top three rows: a bottom row [0.3, 0, 0, 2] was dropped without a word
+    ibm = np.tile(np.eye(4), (3, 1, 1))
+    ibm[1, 3] = [0.3, 0.0, 0.0, 2.0]
+    with pytest.raises(RigError, match=r"inverse_bind_matrices: joint 1 \('j1'\) has bottom row \[0\.3, 0\.0, 0"):
+        chain_rig(inverse_bind_matrices=ibm)

@@ -120,3 +120,16 @@ def test_transform_matrix_broadcasts_a_batched_scale(rng):
     assert m.shape == (2, 4, 4)
     for k in range(2):
         np.testing.assert_allclose(m[k, :3, :3], R.quat_to_matrix(q) @ np.diag(scale[k]), atol=TOL)
+
+
+def test_lower_case_euler_orders_zero_quaternions_and_scalar_scales():
+    # "xyz" was read as intrinsic XYZ (scipy's lower case is extrinsic: up to 1.26 off per component); a zero
+    # quaternion became an all-NaN matrix; a scalar scale raised IndexError
+    with pytest.raises(ValueError, match=r"unknown axis 'x' in order 'xyz' \(intrinsic axes are upper case"):
+        R.euler_to_quat(np.zeros(3), "xyz")
+    with pytest.raises(ValueError, match="quat_to_matrix: quaternion with zero norm"):
+        R.quat_to_matrix(np.zeros(4))
+    q = R.axis_angle_to_quat(np.array([0.0, 0.0, 0.5]))
+    m = R.transform_matrix([1.0, 2.0, 3.0], q, 2.0)
+    np.testing.assert_allclose(m, R.transform_matrix([1.0, 2.0, 3.0], q, [2.0, 2.0, 2.0]), atol=1e-15)
+    np.testing.assert_allclose(m[:3, :3], 2.0 * R.quat_to_matrix(q), atol=1e-15)
