@@ -41,8 +41,11 @@ def apd(pose_rig, poses: np.ndarray, max_poses: int = 300, seed: int = 0) -> flo
 
 
 def _pairwise(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    d2 = (a * a).sum(1)[:, None] + (b * b).sum(1)[None] - 2.0 * a @ b.T
-    return np.sqrt(np.maximum(d2, 0.0))
+    """Euclidean distances (N, M), from the differences: ``|a|^2 + |b|^2 - 2 a.b`` left 1e-7 between identical
+    points, so a k-NN ball of duplicated poses (radius 0) held them."""
+    from scipy.spatial.distance import cdist
+
+    return cdist(a, b)
 
 
 def prdc(real: np.ndarray, fake: np.ndarray, k: int = 5) -> dict[str, float]:
@@ -63,6 +66,11 @@ def prdc(real: np.ndarray, fake: np.ndarray, k: int = 5) -> dict[str, float]:
     if real.ndim != 2 or fake.ndim != 2 or real.shape[1] != fake.shape[1]:
         raise ValueError(f"prdc: real and fake must be feature arrays (N, D) and (M, D), got {real.shape} and"
                          f" {fake.shape}")  # fmt: skip
+    if real.shape[1] == 0:
+        raise ValueError("prdc: features of width 0 (nothing to compare)")
+    for name, x in (("real", real), ("fake", fake)):  # one NaN fake set the coverage to 0
+        if not np.isfinite(x).all():
+            raise ValueError(f"prdc: {name} holds non-finite features (row {int(np.argmax(~np.isfinite(x).all(1)))})")
     if len(real) <= k or len(fake) <= k:
         raise ValueError(f"prdc: need more than k={k} real ({len(real)}) and fake ({len(fake)}) samples")
     rr = _pairwise(real, real)

@@ -371,7 +371,9 @@ def retarget_motion(
     s_one = sm.one_to_one()
     for role, j in tm.one_to_one().items():
         s = s_one.get(role, -1)
-        if s < 0:
+        if s < 0 or (role == "head" and s in (*sm.torso, *sm.neck)):
+            # a source head that ends its torso or neck chain turns with that chain: the chain's share carries its
+            # rotation to the target, and the target head turning by it again doubled it (0.197 rad for 0.1)
             continue
         if (role == "pelvis" and j == 0) or role.split("_", 1)[-1] in ALIGNED_ROLES:
             aligned[j] = (s, quat_multiply(align(j, s), rest_t[j]))

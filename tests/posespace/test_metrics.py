@@ -76,3 +76,24 @@ def test_prdc_refuses_unusable_k_and_uses_open_balls():
     dup_fake = np.concatenate([np.zeros((1, 3)), 100.0 + rng.normal(size=(19, 3))])
     out = prdc(dup_real, dup_fake, 5)
     assert out["coverage"] == 0.0 and out["precision"] == 0.0  # Naeem et al.'s strict inequalities
+
+
+def test_prdc_balls_of_duplicates_are_empty_at_any_offset_and_bad_features_are_refused():
+    """Distances from |a|^2 + |b|^2 - 2 a.b left ~1e-7 between identical points away from the origin: a k-NN ball
+    of duplicated poses (radius 0) then held the fake equal to them (precision 0.02 where it is 0). One NaN fake set
+    the coverage to 0; features of width 0 gave all zeros."""
+    rng = np.random.default_rng(1)
+    hits = 0
+    for _ in range(200):
+        d = int(rng.integers(9, 120))
+        base = rng.normal(size=(1, d)) + rng.normal()
+        real = np.concatenate([rng.normal(size=(int(rng.integers(10, 60)), d)), np.repeat(base, 8, 0)])
+        fake = np.concatenate([rng.normal(size=(30, d)) + 10.0, base])
+        hits += prdc(real, fake, 5)["precision"] > 0
+    assert hits == 0
+    real, fake = rng.normal(size=(20, 3)), rng.normal(size=(20, 3))
+    fake[0, 0] = np.nan
+    with pytest.raises(ValueError, match=r"prdc: fake holds non-finite features \(row 0\)"):
+        prdc(real, fake, 5)
+    with pytest.raises(ValueError, match=r"prdc: features of width 0"):
+        prdc(np.zeros((10, 0)), np.zeros((10, 0)), 3)

@@ -95,6 +95,28 @@ def test_stick_correspondence(make_stick):
     assert named["left_clavicle"] == "-" and named["torso"] == ["spine"] and named["neck"] == []
 
 
+def test_a_head_that_ends_the_torso_turns_the_target_head_once(make_stick, make_walk, biped):
+    """The stick's head role is its spine (the top of its torso chain): the spine's sway reached the biped's torso
+    through the chain and its head a second time (0.197 rad against the source's 0.1)."""
+    from sim.rotations import quat_conjugate, quat_multiply, quat_to_axis_angle
+
+    stick = make_stick()
+    walk = make_walk(stick, 60)
+    src_map, (rig, _) = humanoid_map(stick), biped
+    assert stick.joint_names[src_map.head] == "spine" and src_map.torso == (src_map.head,)
+    out = retarget_motion(stick, walk, rig)
+    tgt_map = humanoid_map(rig)
+
+    def relative(r, motion, a, b):
+        w = sim.pose_motion(r, motion)[1]
+        return np.linalg.norm(quat_to_axis_angle(quat_multiply(quat_conjugate(w[:, a]), w[:, b])), axis=-1)
+
+    source = relative(stick, walk, src_map.pelvis, src_map.head)  # the spine's sway about the pelvis
+    target = relative(rig, out, tgt_map.pelvis, tgt_map.head)
+    assert source.max() > 0.05
+    np.testing.assert_allclose(target, source, atol=0.01 * source.max() + 2e-3)
+
+
 def test_non_humanoid_is_rejected(assets_dir):
     quad, _ = characters.build("quadruped-idle")
     with pytest.raises(sim.RigError, match="no humanoid correspondence"):
