@@ -294,19 +294,25 @@ def _chain_weights(n_source: int, n_target: int) -> np.ndarray:
     return w
 
 
+def _body(rig: Rig, pelvis: int) -> list[int]:
+    """The joints of the body: the pelvis and its subtree (legs, spine, arms, head), not the joints above it (a
+    locator root on the ground counted as the lowest joint: travel scaled 2% short, the feet pinned at its height)."""
+    return _subtree(pelvis, rig.children())
+
+
 def _hip_height(rig: Rig, pelvis: int) -> float:
-    """Rest height of the pelvis joint above the rig's lowest joint [m] (not of joint 0: a rig may be rooted on
+    """Rest height of the pelvis joint above the body's lowest joint [m] (not of joint 0: a rig may be rooted on
     the ground below its hips)."""
     pos, _ = rig.rest_world_transforms()
-    return float(max(pos[pelvis, 2] - pos[:, 2].min(), 1e-9))
+    return float(max(pos[pelvis, 2] - pos[_body(rig, pelvis), 2].min(), 1e-9))
 
 
-def _joint_clearance(rig: Rig) -> float:
-    """Height of the rig's lowest joint above the ground when it stands in its rest pose [m]: above its lowest
-    skinned vertex for rigs with a mesh, else its rest height when not negative (BVH rigs put the hips, not the
-    feet, at the origin: their lowest joints, the end sites, sit at the soles)."""
+def _joint_clearance(rig: Rig, pelvis: int) -> float:
+    """Height of the body's lowest joint above the ground when the rig stands in its rest pose [m]: above its
+    lowest skinned vertex for rigs with a mesh, else its rest height when not negative (BVH rigs put the hips, not
+    the feet, at the origin: their lowest joints, the end sites, sit at the soles)."""
     pos, _ = rig.rest_world_transforms()
-    low = float(pos[:, 2].min())
+    low = float(pos[_body(rig, pelvis), 2].min())
     if rig.meshes:
         points, _ = skin_motion(rig, Motion.rest(rig))
         return max(low - float(points[0, :, 2].min()), 0.0)
@@ -416,7 +422,10 @@ def retarget_motion(
     k = _hip_height(target, tm.pelvis) / _hip_height(source, sm.pelvis)
     root = target.rest_translations[0] + k * (motion.root_translations - source.rest_translations[0]) @ axis_map.T
     rot_t = quat_normalize(local_t)
-    source_low = pose_motion(source, motion)[0][..., 2].min(axis=1)
-    target_low = pose_motion(target, Motion(motion.fps, np.zeros((F, 3)), rot_t))[0][..., 2].min(axis=1)
-    root[:, 2] = _joint_clearance(target) + k * (source_low - _joint_clearance(source)) - target_low
+    source_low = pose_motion(source, motion)[0][:, _body(source, sm.pelvis), 2].min(axis=1)
+    target_pos = pose_motion(target, Motion(motion.fps, np.zeros((F, 3)), rot_t))[0]
+    target_low = target_pos[:, _body(target, tm.pelvis), 2].min(axis=1)
+    root[:, 2] = (
+        _joint_clearance(target, tm.pelvis) + k * (source_low - _joint_clearance(source, sm.pelvis)) - target_low
+    )
     return Motion(motion.fps, root, rot_t, times=motion.times, name=name or motion.name)

@@ -250,6 +250,23 @@ def test_root_travel_on_a_ground_rooted_rig(biped):
                                rtol=TRAVEL_RTOL, atol=TRAVEL_RTOL * np.linalg.norm(travel))  # fmt: skip
 
 
+def test_a_ground_locator_root_is_not_the_lowest_joint(make_stick, make_walk, fk):
+    """A locator root on the ground above the pelvis counted as the rig's lowest joint: the hip height (and so
+    the travel) came out 2% short and the target's feet were pinned at the locator's height every frame (the
+    pelvis bobbing 7 cm the source does not). The same body with or without the locator now retargets exactly."""
+    src = make_stick()
+    walk = make_walk(src, 60)
+    names = ["Root", *src.joint_names]
+    parents = np.concatenate([[-1], np.where(src.parents < 0, 0, src.parents + 1)])
+    ground = sim.Rig(names, parents, np.vstack([[0.0, 0.0, 0.0], src.rest_translations]),
+                     np.vstack([[0.0, 0.0, 0.0, 1.0], src.rest_rotations]), name="ground_rooted")  # fmt: skip
+    rot = np.concatenate([np.tile([0.0, 0.0, 0.0, 1.0], (walk.frame_count, 1, 1)), walk.rotations], axis=1)
+    moving = sim.Motion(walk.fps, walk.root_translations - src.rest_translations[0], rot, times=walk.times)
+    np.testing.assert_allclose(fk(ground, moving)[:, 1:], fk(src, walk), atol=1e-12)  # one body, two rigs
+    back = retarget_motion(ground, moving, src)
+    np.testing.assert_allclose(fk(src, back), fk(src, walk), atol=1e-9)
+
+
 def test_retargeted_walk_stands_on_the_ground_on_cmu(assets_dir, biped, fk):
     """CMU's rest pose has the hips at the origin: the retargeted root used to keep that height (feet ~0.9 m under
     the ground). Now the target's lowest joint sits as high above the ground as the source walk's (scaled)."""
