@@ -188,6 +188,16 @@ def humanoid_map(rig: Rig, frame: CharacterFrame | None = None) -> HumanoidMap:
 
     leg = _leg_roles(rig, chains[leg_root], pos, height, what)
     arm = _arm_roles(rig, chains[arm_root], pos, height, what)
+    # facing comes from which side the names call left: swapped labels faced the rig backwards (knees bent the
+    # wrong way, walks heel first); the feet tell
+    foot = leg[2]
+    reach = pos[_subtree(foot, children)] - pos[foot]
+    toe = reach[np.argmax(np.linalg.norm(reach[:, :2], axis=-1))]
+    if np.linalg.norm(toe[:2]) > 0.02 * height and toe @ frame.forward < -0.5 * np.linalg.norm(toe[:2]):
+        raise RigError(
+            f"{what}: the feet ({rig.joint_names[foot]!r}) point backwards for the side the joint names call left "
+            "(left/right labels swapped?)"
+        )
     roles: dict[str, int] = {}
     for side in ("left", "right"):
         for name, j in (*zip(LEG_ROLES, leg), *zip(ARM_ROLES, arm)):

@@ -117,6 +117,18 @@ def test_a_head_that_ends_the_torso_turns_the_target_head_once(make_stick, make_
     np.testing.assert_allclose(target, source, atol=0.01 * source.max() + 2e-3)
 
 
+def test_swapped_side_labels_are_refused(make_stick):
+    """A stick whose left_* joints sit on its right passed as symmetric facing -x: retargeted walks bent its knees
+    backwards and walked heel first. Its feet point +x, so the labels are swapped: refused, naming the feet."""
+    src = make_stick()
+    swap = {n: n.replace("left", "@").replace("right", "left").replace("@", "right") for n in src.joint_names}
+    rig = sim.Rig([swap[n] for n in src.joint_names], src.parents, src.rest_translations, src.rest_rotations,
+                  name="swapped")  # fmt: skip
+    with pytest.raises(sim.RigError, match=r"rig 'swapped': .*the feet \('left_\w+'\) point backwards .*swapped\?"):
+        humanoid_map(rig)
+    assert humanoid_map(src).pelvis == 0  # the same bones, rightly labelled
+
+
 def test_non_humanoid_is_rejected(assets_dir):
     quad, _ = characters.build("quadruped-idle")
     with pytest.raises(sim.RigError, match="no humanoid correspondence"):
