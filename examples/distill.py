@@ -120,7 +120,7 @@ class DistillCLI:
     overwrite: bool = False
     """Start afresh in an OUTPUT that holds an earlier run's checkpoint (it and that run's outputs are replaced)."""
     device: str = "cpu"
-    """Device of the trajectory, skinning and renderer; auto = cuda when available."""
+    """Device of the trajectory, skinning and renderer (cpu, cuda, cuda:N, or auto: cuda when available)."""
     threads: int | None = None
     """Torch CPU threads (default: 1 for the oracle on CPU, whose small torch ops lose more to thread overhead
     than they gain, measured 2-4x on a busy 2-core machine; torch's default otherwise)."""

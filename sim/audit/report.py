@@ -28,9 +28,9 @@ class FrameRange:
     stop_s: float
 
     def __str__(self) -> str:
-        last = self.stop - 1
-        frames = f"frame {self.start}" if last == self.start else f"frames {self.start}-{last}"
-        return f"{frames} ({self.start_s:.2f}-{self.stop_s:.2f} s)"
+        if self.stop - 1 == self.start:  # one frame: one time, not a zero-length range "0.70-0.70 s"
+            return f"frame {self.start} ({self.start_s:.2f} s)"
+        return f"frames {self.start}-{self.stop - 1} ({self.start_s:.2f}-{self.stop_s:.2f} s)"
 
 
 @dataclass

@@ -489,3 +489,9 @@ def test_derived_limits_catch_a_joint_glitch_of_a_few_frames(quadruped):
         assert check.body_parts[0] == "hind_left_upper_leg"
         assert [(r.start, r.stop) for r in check.frame_ranges] == [(10, 10 + n)]
         assert check.value > 30.0
+
+
+def test_a_one_frame_range_reads_as_one_time():
+    # "frame 21 (0.70-0.70 s)": a zero-length range for one frame
+    assert str(FrameRange(21, 22, 0.7, 0.7)) == "frame 21 (0.70 s)"
+    assert str(FrameRange(3, 6, 0.1, 0.1667)) == "frames 3-5 (0.10-0.17 s)"
