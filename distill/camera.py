@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._checks import is_finite_number
+from sim._numbers import is_finite_real
 
 __all__ = ["CameraConfig", "Cameras", "follow_cameras", "smooth_path"]
 
@@ -54,20 +54,20 @@ class CameraConfig:
                 f"CameraConfig.azimuths_deg: need a sequence of angles [deg] (e.g. (0.0,)), got {self.azimuths_deg!r}"
             )
         az = tuple(self.azimuths_deg)
-        if not az or not all(is_finite_number(a) for a in az):
+        if not az or not all(is_finite_real(a) for a in az):
             raise ValueError(f"CameraConfig.azimuths_deg: need one or more finite angles [deg], got {az}")
-        if not (is_finite_number(self.distance) and self.distance > 0):
+        if not (is_finite_real(self.distance) and self.distance > 0):
             raise ValueError(f"CameraConfig.distance: must be a finite number > 0, got {self.distance!r}")
-        if not (is_finite_number(self.fov_deg) and 0 < self.fov_deg < 180):
+        if not (is_finite_real(self.fov_deg) and 0 < self.fov_deg < 180):
             raise ValueError(f"CameraConfig.fov_deg: must be in (0, 180) [deg], got {self.fov_deg!r}")
-        if not (is_finite_number(self.elevation_deg) and -90 < self.elevation_deg < 90):
+        if not (is_finite_real(self.elevation_deg) and -90 < self.elevation_deg < 90):
             raise ValueError(f"CameraConfig.elevation_deg: must be in (-90, 90) [deg], got {self.elevation_deg!r}")
-        if not (is_finite_number(self.follow_smoothing_s) and self.follow_smoothing_s >= 0):
+        if not (is_finite_real(self.follow_smoothing_s) and self.follow_smoothing_s >= 0):
             raise ValueError(
                 f"CameraConfig.follow_smoothing_s: must be a finite number >= 0 [s], got {self.follow_smoothing_s!r}"
             )
         for name in ("orbit_deg_per_s", "look_at_height"):
-            if not is_finite_number(getattr(self, name)):
+            if not is_finite_real(getattr(self, name)):
                 raise ValueError(f"CameraConfig.{name}: must be a finite number, got {getattr(self, name)!r}")
 
 

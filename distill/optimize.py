@@ -37,9 +37,9 @@ from typing import Literal
 import torch
 
 from sim import Motion, Rig, RigError
+from sim._numbers import is_finite_real
 from sim.torch_ops import TorchRig
 
-from ._checks import is_finite_number
 from ._run_state import (
     RENDERER_VERSION,
     ResumeError,
@@ -219,7 +219,7 @@ def _check_int(name: str, value, low: int) -> None:
 
 def _check_number(name: str, value, positive: bool) -> None:
     # one rule with the render settings: NumPy scalars are numbers, bools are not (sds=True weighed 1)
-    ok = is_finite_number(value) and (value > 0 if positive else value >= 0)
+    ok = is_finite_real(value) and (value > 0 if positive else value >= 0)
     if not ok:
         raise ValueError(f"{name}: must be a finite number {'>' if positive else '>='} 0, got {value!r}")
 

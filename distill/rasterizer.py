@@ -22,11 +22,11 @@ import numpy as np
 import torch
 import warp as wp
 
+from sim._numbers import is_finite_real, is_integer, is_real
 from sim._warp_setup import init_warp
 from sim.torch_ops import refuse_double_backward
 
 from . import _render_kernels as K
-from ._checks import is_finite_number, is_integer, is_number
 
 __all__ = ["MeshTopology", "RasterOutput", "RasterSettings", "facing_weights", "rasterize"]
 
@@ -74,7 +74,7 @@ class RasterSettings:
         positive = ("sigma", "gamma", "facing_ramp")
         for name in (*positive, "edge_offset"):
             value = getattr(self, name)
-            if not is_finite_number(value):
+            if not is_finite_real(value):
                 raise ValueError(f"RasterSettings.{name}: must be a finite number, got {value!r}")
             if name in positive and value <= 0:
                 raise ValueError(f"RasterSettings.{name}: must be > 0, got {value!r}")
@@ -82,7 +82,7 @@ class RasterSettings:
             raise ValueError(f"RasterSettings.gamma: must be >= MIN_GAMMA = {MIN_GAMMA} [normalized inverse depth], "
                              f"got {self.gamma!r}")  # fmt: skip
         c = self.coverage_cutoff
-        if not (is_number(c) and 0.0 < c < 0.5):
+        if not (is_real(c) and 0.0 < c < 0.5):
             raise ValueError(f"RasterSettings.coverage_cutoff: must be in (0, 0.5), got {c!r}")
         t = self.tile_size
         if not is_integer(t) or not 1 <= t <= MAX_TILE_SIZE:

@@ -23,8 +23,8 @@ import numpy as np
 import torch
 
 from sim import Rig
+from sim._numbers import is_finite_real, is_integer
 
-from ._checks import is_finite_number, is_integer
 from .camera import CameraConfig, Cameras, follow_cameras
 from .rasterizer import MeshTopology, RasterSettings, rasterize
 
@@ -79,7 +79,7 @@ class RenderConfig:
             ("checker_sharpness", True), ("fog_distance", True),
         ):  # fmt: skip
             value = getattr(self, name)
-            if not is_finite_number(value) or (value <= 0 if positive else value < 0):
+            if not is_finite_real(value) or (value <= 0 if positive else value < 0):
                 raise ValueError(
                     f"RenderConfig.{name}: must be a finite number {'>' if positive else '>='} 0, got {value!r}"
                 )

@@ -26,10 +26,9 @@ import torch
 
 import sim
 from sim import Motion, Rig
+from sim._numbers import is_integer
 from sim.rotations import axis_angle_to_quat, quat_conjugate, quat_multiply, quat_rotate
 from sim.torch_ops import TorchRig, quat_to_rot6d, rot6d_to_quat
-
-from ._checks import is_integer
 
 __all__ = ["PoseSequence", "Trajectory", "body_root_joint", "catmull_rom_basis", "sample_clip"]
 

@@ -19,8 +19,9 @@ from collections.abc import Callable
 import torch
 
 from sim import Rig
+from sim._numbers import is_real
 
-from ._checks import check_int, check_number, is_real
+from ._checks import check_int, check_number
 
 __all__ = ["make_pose_prior"]
 

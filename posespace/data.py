@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ import torch
 
 from sim import Motion, Rig, RigError
 
+from ._checks import check_fraction, check_int, check_number
 from ._rotations import remove_twist_x
 from .pose_rig import IDENTITY_6D, PoseRig
 
@@ -487,8 +487,6 @@ class AugmentConfig:
 
     def check(self) -> AugmentConfig:
         """Returns self when every setting is in range; ValueError naming the field otherwise."""
-        from ._checks import check_fraction, check_number
-
         check_fraction("AugmentConfig.mirror", self.mirror)
         check_number("AugmentConfig.rotation_noise_deg", self.rotation_noise_deg, 0.0)
         check_number("AugmentConfig.feature_noise", self.feature_noise, 0.0)
@@ -577,13 +575,9 @@ class PoseBatchSampler:
     ):
         if not pose_set.rigs or not all(len(r) for r in pose_set.rigs):
             raise ValueError("pose_set: holds a skeleton without poses (or none at all): nothing to draw from")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size: must be an integer >= 1, got {batch_size!r}")
-        if not (isinstance(scale, int | float) and math.isfinite(scale) and scale > 0):
-            raise ValueError(f"scale: must be a finite number > 0, got {scale!r}")
         self.set = pose_set
-        self.batch_size = batch_size
-        self.scale = scale
+        self.batch_size = check_int("batch_size", batch_size, 1)
+        self.scale = check_number("scale", scale, 0.0, strict=True)
         self.augment = augment or AugmentConfig()
         w = np.ones(len(pose_set.rigs)) if rig_weights is None else np.asarray(rig_weights, dtype=np.float64)
         # a shorter list never drew the last skeletons, a longer one drew a skeleton that is not there

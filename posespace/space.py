@@ -26,9 +26,10 @@ import numpy as np
 import torch
 
 from sim import Motion, Rig
+from sim._numbers import is_real
 from sim.rotations import axis_angle_to_quat, quat_multiply, quat_rotate, quat_to_rot6d, rot6d_to_quat
 
-from ._checks import check_int, check_number, is_real
+from ._checks import check_int, check_number
 from ._solvers import damped_least_squares_ik
 from .data import collate_poses
 from .diffusion import Conditioning, DiffusionConfig, GaussianDiffusion

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._numbers import is_finite_real, is_real
 from .rig import Rig, RigError, _array
 from .rotations import quat_normalize, quat_slerp
 
@@ -48,7 +49,7 @@ class Motion:
             RigError: bad shapes, non-finite values, zero quaternions, non-increasing times, fps <= 0.
         """
         self.name = str(name)
-        if isinstance(fps, bool | np.bool_) or not isinstance(fps, int | float | np.integer | np.floating):
+        if not is_real(fps):
             raise RigError(f"motion {self.name!r} fps: must be a positive number, got {fps!r}")  # True was 1 fps
         self.fps = float(fps)
         if not np.isfinite(self.fps) or self.fps <= 0:
@@ -141,8 +142,7 @@ class Motion:
         Raises:
             RigError: ``fps`` is not a positive finite number (names the motion).
         """
-        ok = isinstance(fps, int | float | np.floating | np.integer) and not isinstance(fps, bool)
-        if not (ok and np.isfinite(fps) and fps > 0):
+        if not (is_finite_real(fps) and fps > 0):
             raise RigError(f"motion {self.name!r} resample fps: must be a positive number, got {fps!r}")
         frames = self.duration * fps  # intervals [frames]
         count = int(np.floor(frames + RESAMPLE_TOLERANCE * max(1.0, frames))) + 1

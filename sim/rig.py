@@ -39,14 +39,16 @@ def _index_array(name: str, value, shape: Sequence[int | None]) -> np.ndarray:
     """Integer indices as int32, checked like :func:`_array`: floats must be whole numbers (0.9 was index 0)
     and every value must fit int32 (2**32 wrapped to 0)."""
     raw = np.asarray(value)
-    if raw.dtype.kind == "b":
-        raise RigError(f"{name}: expected integer indices, got booleans")
-    if raw.dtype.kind in "fc" and raw.size:
-        bad = ~np.isfinite(raw) | (raw != np.round(raw.real))
+    if raw.dtype.kind in "bc":
+        raise RigError(
+            f"{name}: expected integer indices, got {'booleans' if raw.dtype.kind == 'b' else 'complex numbers'}"
+        )
+    if raw.dtype.kind == "f" and raw.size:
+        bad = ~np.isfinite(raw) | (raw != np.round(raw))
         if bad.any():
             first = raw[np.unravel_index(int(np.argmax(bad)), raw.shape)]
             raise RigError(f"{name}: expected integer indices, got {first.item()!r}")
-    arr = _array(name, raw.real if raw.dtype.kind == "c" else raw, np.int64, shape)
+    arr = _array(name, raw, np.int64, shape)
     if arr.size and (arr.min() < np.iinfo(np.int32).min or arr.max() > np.iinfo(np.int32).max):
         raise RigError(f"{name}: index out of the int32 range (got {arr.min() if arr.min() < 0 else arr.max()})")
     return arr.astype(np.int32)

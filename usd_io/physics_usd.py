@@ -49,6 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sim._numbers import is_finite_real
+
 from ._gltf_skeleton import unique_names
 from ._usd_paths import usd_output_path
 from .atomic import atomic_output
@@ -146,8 +148,7 @@ def write_physics_stage(
     if time_step_s is not None:
         checks["time_step_s"] = (time_step_s, "> 0")
     for name, (value, rule) in checks.items():  # inf units made every length 0 and were written as such
-        number = isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
-        number = number and np.isfinite(value)
+        number = is_finite_real(value)
         in_range = {"> 0": lambda v: v > 0, ">= 0": lambda v: v >= 0, "in [0, 1]": lambda v: 0 <= v <= 1}
         if not number or (rule and not in_range[rule](value)):
             raise ValueError(f"{name}: must be a finite number{' ' + rule if rule else ''}, got {value!r}")

@@ -23,7 +23,7 @@ from typing import Literal
 
 import torch
 
-from .._checks import is_finite_number
+from sim._numbers import is_finite_real
 
 __all__ = [
     "SDSOutput",
@@ -58,7 +58,7 @@ class TimestepSchedule:
 
     def __post_init__(self):
         values = (self.min, self.max_start, self.max_end)
-        if not all(is_finite_number(v) for v in values):
+        if not all(is_finite_real(v) for v in values):
             raise ValueError(f"TimestepSchedule: min, max_start, max_end must be finite numbers, got {values}")
         if not (0.0 <= self.min <= self.max_start <= 1.0 and self.min <= self.max_end <= 1.0):
             raise ValueError(

@@ -28,7 +28,8 @@ from typing import Literal
 
 import torch
 
-from .._checks import is_finite_number
+from sim._numbers import is_finite_real
+
 from ..devices import check_device_name, resolve_device
 from ._sds import TimestepSchedule, VideoSDS, Weighting
 from .cogvideox import GuidanceCogVideoX
@@ -116,7 +117,7 @@ class GuidanceConfig:
                 f"chosen dtype: {', '.join(MODEL_PRESETS)}), got {self.dtype!r}; use 'auto' or 'float32'"
             )
         g = self.guidance_scale
-        if not is_finite_number(g):  # True became 1.0: classifier-free guidance silently off
+        if not is_finite_real(g):  # True became 1.0: classifier-free guidance silently off
             raise ValueError(f"GuidanceConfig.guidance_scale: must be a finite number, got {g!r}")
         # a dict (as config.json stores it) or None passed here and failed at step 0 (AttributeError)
         if not isinstance(self.schedule, TimestepSchedule):

@@ -15,13 +15,14 @@ import dataclasses
 import glob
 import hashlib
 import json
-import os
-import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from .._atomic import atomic_file
+from .._numbers import is_finite_real
 
 __all__ = ["CheckpointError", "ProjectionCheckpoint"]
 
@@ -51,12 +52,7 @@ class ProjectionCheckpoint:
     def __post_init__(self) -> None:
         self.path = Path(self.path)
         s = self.interval_s
-        if (
-            isinstance(s, bool)
-            or not isinstance(s, int | float | np.integer | np.floating)
-            or not np.isfinite(s)
-            or s < 0
-        ):
+        if not (is_finite_real(s) and s >= 0):
             raise ValueError(f"ProjectionCheckpoint.interval_s: must be a finite number >= 0 [s], got {s!r}")
         if not isinstance(self.resume, bool | np.bool_):  # resume="false" resumed (a non-empty string is true)
             raise ValueError(f"ProjectionCheckpoint.resume: must be True or False, got {self.resume!r}")
@@ -196,32 +192,9 @@ def save(path: Path, state: ProjectionState, settings: dict, fingerprint: str) -
         "sweeps": sweeps_meta,
     }
     arrays["meta"] = np.array(json.dumps(meta))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies: usual permissions
-    try:
-        with os.fdopen(fd, "wb") as f:
+    with atomic_file(path) as tmp:  # .NAME.PID.NS.tmp: what remove_stale_temporaries finds after a kill
+        with open(tmp, "wb") as f:
             np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())  # the data is on disk before the rename makes it the checkpoint
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_folder(path.parent)
-
-
-def _fsync_folder(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # pragma: no cover - folders that cannot be opened (some platforms)
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
 
 
 def remove_stale_temporaries(path: Path) -> None:

@@ -18,6 +18,8 @@ from typing import Literal
 
 import numpy as np
 
+from .._numbers import is_integer, is_real
+
 __all__ = [
     "CharacterConfig",
     "ContactConfig",
@@ -87,20 +89,14 @@ def _type_problem(value, hint) -> str | None:
     if hint is bool:
         return None if isinstance(value, (bool, np.bool_)) else "must be True or False"
     if hint is int:
-        ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-        return None if ok else "must be an integer"
+        return None if is_integer(value) else "must be an integer"
     if hint is float:
-        ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
-        return None if ok else "must be a number"
+        return None if is_real(value) else "must be a number"
     if hint is str:
         return None if isinstance(value, str) else "must be a string"
     if dataclasses.is_dataclass(hint):
         return None if isinstance(value, hint) else f"must be a {hint.__name__}"
     return None
-
-
-def _is_number(x) -> bool:
-    return _type_problem(x, float) is None
 
 
 def _check_fields(
@@ -235,11 +231,11 @@ class CharacterConfig:
                 raise ValueError(f"CharacterConfig.{field_name}: keys are body / joint name parts (strings), "
                                  f"got {bad[0]!r}")  # fmt: skip
         for name, scale in self.density_scale.items():
-            if not (_is_number(scale) and math.isfinite(scale) and scale > 0):
+            if not (is_real(scale) and math.isfinite(scale) and scale > 0):
                 raise ValueError(f"CharacterConfig.density_scale[{name!r}]: must be a positive number, got {scale!r}")
         for name, limits in self.joint_limits_deg.items():
             pair = tuple(limits) if isinstance(limits, (tuple, list)) else ()
-            if not (len(pair) == 2 and all(_is_number(x) and math.isfinite(x) for x in pair) and pair[0] <= pair[1]):
+            if not (len(pair) == 2 and all(is_real(x) and math.isfinite(x) for x in pair) and pair[0] <= pair[1]):
                 raise ValueError(
                     f"CharacterConfig.joint_limits_deg[{name!r}]: need finite lower <= upper, got {limits!r}"
                 )

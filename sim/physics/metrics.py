@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._numbers import is_finite_real
 from ..audit import AuditConfig
 from ..audit.checks import contact_points
 from ..collision import capsule_penetration
@@ -41,7 +42,7 @@ def contact_summary(rig, motion: Motion, ground_height: float = 0.0) -> dict[str
         ``max_floating_m`` as defined by :func:`sim.contact_metrics.ground_contact_metrics`; equal to the audit's
         ``metrics["ground"]`` figures of the same motion.
     """
-    if not (isinstance(ground_height, (int, float, np.integer, np.floating)) and np.isfinite(ground_height)):
+    if not is_finite_real(ground_height):
         raise ValueError(f"ground_height: must be a finite number, got {ground_height!r}")
     cp = contact_points(rig, motion, AuditConfig(contact=ContactConfig(ground_height=float(ground_height))))
     m = ground_contact_metrics(

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import warp as wp
 
+from .._numbers import is_finite_real
 from .._warp_setup import init_warp
 from . import _tracking_kernels as K
 from ._finite_differences import angular_velocity
@@ -58,11 +59,7 @@ class ContactMaterial:
         # a NaN gap or a negative stiffness was authored on every collider of the stage (and given to Newton)
         for name in ("gap_m", "stiffness", "damping", "friction_gain"):
             v = getattr(self, name)
-            if (
-                isinstance(v, bool)
-                or not isinstance(v, int | float | np.integer | np.floating)
-                or not (np.isfinite(v) and v >= 0)
-            ):
+            if not (is_finite_real(v) and v >= 0):
                 raise ValueError(f"ContactMaterial.{name}: must be a finite number >= 0, got {v!r}")
 
 

@@ -7,12 +7,12 @@ the caption) in every frame at one scale for the clip. matplotlib and imageio ar
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from .._atomic import atomic_file
+from .._numbers import is_finite_real
 from ..kinematics import pose_motion, skin_motion
 from ..motion import Motion
 from ..rig import Rig
@@ -68,14 +68,11 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float) -> Path:
     if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8 or not frames.size:
         raise ValueError(f"frames: expected RGB uint8 frames of shape (F > 0, H, W, 3), got {frames.dtype} "
                          f"{frames.shape}")  # fmt: skip
-    if not (isinstance(fps, int | float | np.floating) and np.isfinite(fps) and fps > 0):
+    if not (is_finite_real(fps) and fps > 0):
         raise ValueError(f"fps: must be a positive finite number, got {fps!r}")
     path = Path(path)
     mp4 = path.suffix.lower() == ".mp4"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp.mp4" if mp4 else ".tmp.gif", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_file(path, ".mp4" if mp4 else ".gif") as tmp:
         if mp4:
             _, h, w, _ = frames.shape
             frames = np.pad(frames, ((0, 0), (0, h % 2), (0, w % 2), (0, 0)), mode="edge")
@@ -85,15 +82,6 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float) -> Path:
             # Pillow writes one frame through its single-image path, which takes one delay, not a list of them
             duration = durations[0] if len(durations) == 1 else durations
             iio.imwrite(tmp, frames, extension=".gif", duration=duration, loop=0)
-        with open(tmp, "rb") as fh:  # on disk before the rename: a crash leaves the old file or the new one
-            os.fsync(fh.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._numbers import is_real
 from ..kinematics import pose_motion, skin_motion
 from ..motion import Motion
 from ..rig import Rig, RigError, SkinnedMesh
@@ -121,10 +122,6 @@ def _check_loops(loops) -> None:
     """Raises ValueError unless ``loops`` is a positive integer (a float such as 2.0 is refused too)."""
     if isinstance(loops, (bool, np.bool_)) or not isinstance(loops, (int, np.integer)) or loops < 1:
         raise ValueError(f"loops: must be a positive integer, got {loops!r}")
-
-
-def _is_real(x) -> bool:
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
 
 
 def loop_motion(motion: Motion, loops: int, rig: Rig | None = None) -> Motion:
@@ -425,10 +422,10 @@ def prepare_reference(
     cfg = (cfg or ReferenceConfig()).check()
     _check_loops(loops)
     if target_height_m is not None and not (
-        _is_real(target_height_m) and np.isfinite(target_height_m) and target_height_m > 0
+        is_real(target_height_m) and np.isfinite(target_height_m) and target_height_m > 0
     ):
         raise ValueError(f"target_height_m: must be a positive finite number, got {target_height_m!r}")
-    if not (_is_real(ground_height_m) and np.isfinite(ground_height_m)):
+    if not (is_real(ground_height_m) and np.isfinite(ground_height_m)):
         raise ValueError(f"ground_height_m: must be a finite number, got {ground_height_m!r}")
     motion.check_rig(rig)
     height = rig.height()
