@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim import Rig, RigWarning, SkinnedMesh
-from sim.rotations import matrix_to_quat, quat_rotate
+from sim.rotations import matrix_to_quat
 
-from .skeleton import MIN_BONE_FRACTION, canonical_frames
+from .skeleton import MIN_BONE_FRACTION, _bone_axis, _subtree_sizes
 
 __all__ = ["BodyConfig", "BodyModel"]
 
@@ -178,13 +178,16 @@ class BodyModel:
                 key = (int(a), int(b))
                 if key not in best or balance > best[key][0]:
                     best[key] = (balance, wa / (wa + wb), wb / (wa + wb))
-        _, local = canonical_frames(rig)
         keys = sorted(best)
         self.blend_joints = np.asarray(keys, dtype=np.int32).reshape(-1, 2)
         self.blend_weights = np.asarray([best[k][1:] for k in keys], dtype=np.float64).reshape(-1, 2)
+        # the inner joint's bone as the bind pose lays it out (toward its children, or continuing the incoming
+        # bone for a leaf): rotating a rest-frame axis by the bind rotation would turn a leaf's axis with the leaf's
+        # own bind rotation, which does not move its bone
+        children, sizes = rig.children(), _subtree_sizes(rig.parents)
         inner = self.blend_joints[:, 1]
-        axis_local = quat_rotate(local[inner], np.array([1.0, 0.0, 0.0]))
-        self.blend_axis = quat_rotate(self.bind_rotations[inner], axis_local).reshape(-1, 3)
+        axes = [_bone_axis(int(j), self.bind_positions, rig.parents, children, sizes, self.height) for j in inner]
+        self.blend_axis = np.asarray(axes, dtype=np.float64).reshape(-1, 3)
 
 
 def _shared_tube_ends(rig: Rig, positions: np.ndarray, height: float) -> set[tuple[int, int]]:

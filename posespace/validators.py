@@ -71,8 +71,10 @@ class ValidatorConfig:
     """A joint whose swing and twist vary by less than this over the data is static (a CMU hip, collar or hand joint
     the capture never moves) [deg] ..."""
     static_limit_deg: float = 30.0
-    """... it gets no prior and stays within this of its seen pose, swing and twist [deg] (an unmeasured joint may
-    still flex: IK bends a capture's fixed hand joint ~19 deg to meet finger and thumb handles)."""
+    """... it gets no prior: its twist stays within this of its seen twist, and its swing within this beyond the
+    seen swing's support along each swing plane, a support that always includes the rest pose (a joint held bent
+    at 50 deg may swing back through rest to 30 deg the other way) [deg]. An unmeasured joint may still flex: IK
+    bends a capture's fixed hand joint ~19 deg to meet finger and thumb handles."""
     default_swing_deg: float = 120.0
     """Swing limit of joints without data [deg]."""
     default_twist_deg: float = 75.0
@@ -361,7 +363,7 @@ class PoseValidators:
         self._upload()
 
     def _candidate_pairs(self) -> np.ndarray:
-        """Sphere pairs of non-adjacent parts that are apart in the rest (bind) pose, shape (P, 2).
+        """Sphere pairs of non-adjacent parts that are apart in the bind pose (the mesh's pose), shape (P, 2).
 
         Parts are adjacent when their joints are parent and child or their skin regions share a triangle.
         """

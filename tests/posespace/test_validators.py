@@ -597,3 +597,47 @@ def test_the_loss_screens_sphere_pairs_without_changing_value_or_gradient(stick_
     (g,) = torch.autograd.grad(loss.sum(), x)
     np.testing.assert_allclose(loss.detach(), full.detach(), rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(g, g_full, rtol=1e-10, atol=1e-13)
+
+
+def test_leaf_twist_collapse_matches_skinned_ring_when_bind_differs_from_rest():
+    """A leaf bound with a rotation its rest pose lacks (a 90-degree yaw: its bone still runs along x): twisting
+    it about its bone collapses the 50/50 ring as much as the bone-twist validator says, measured on the actually
+    skinned tube (the axis once turned with the leaf's own bind rotation, and the validator saw no twist)."""
+    names, parents = ["root", "a", "b"], [-1, 0, 1]
+    pos = np.array([[0.0, 0.0, 1.0], [0.3, 0.0, 1.0], [0.8, 0.0, 1.0]])
+    rest_t = np.array([pos[0], pos[1] - pos[0], pos[2] - pos[1]])
+    rest_q = np.tile([0.0, 0.0, 0.0, 1.0], (3, 1))
+    bind_q = rest_q.copy()
+    bind_q[2] = axis_angle_to_quat(np.array([0.0, 0.0, np.pi / 2]))
+    ibm = np.linalg.inv(sim.rotations.transform_matrix(pos, bind_q))
+    ring, xs = 8, np.linspace(0.3, 1.1, 17)  # a tube along x, driven by a, blended into b around x = 0.8
+    ang = 2 * np.pi * np.arange(ring) / ring
+    pts, joints, weights, tris = [], [], [], []
+    for k, x in enumerate(xs):
+        wb = np.clip((x - 0.7) / 0.2, 0.0, 1.0)
+        for i in range(ring):
+            pts.append([x, 0.05 * np.cos(ang[i]), 1.0 + 0.05 * np.sin(ang[i])])
+            joints.append([1, 2])
+            weights.append([1 - wb, wb])
+        if k:
+            r0, r1 = (k - 1) * ring, k * ring
+            for i in range(ring):
+                i2 = (i + 1) % ring
+                tris += [[r0 + i, r0 + i2, r1 + i2], [r0 + i, r1 + i2, r1 + i]]
+    mesh = sim.SkinnedMesh("tube", np.array(pts), np.array(tris), np.array(joints), np.array(weights), joint_count=3)
+    rig = sim.Rig(names, parents, rest_t, rest_q, ibm, [mesh], name="leafbind")
+    pr = PoseRig(rig)
+    pair = [tuple(p) for p in pr.body.blend_joints].index((1, 2))
+    np.testing.assert_allclose(pr.body.blend_axis[pair], [1.0, 0.0, 0.0], atol=1e-9)
+    val = PoseValidators(pr, config=ValidatorConfig(default_twist_deg=180.0), dtype=torch.float64)
+    middle = 10 * ring  # the ring at x = 0.8, blended 50/50
+    for deg in (90.0, 150.0):
+        local = rest_q.copy()
+        local[2] = quat_multiply(axis_angle_to_quat(np.array([np.radians(deg), 0.0, 0.0])), bind_q[2])
+        motion = sim.Motion(30, pos[:1], local[None])
+        skinned, _ = sim.skin_motion(rig, motion)
+        rim = skinned[0, middle : middle + ring]
+        thickness = np.linalg.norm(rim - rim.mean(0), axis=-1).mean() / 0.05
+        report = val.check(pr.encode(motion))
+        assert report.bone_twist[0] == pytest.approx(thickness, abs=1e-6)
+        assert thickness < 0.75
