@@ -25,6 +25,9 @@ from ._checks import check_int, check_number
 
 __all__ = ["make_pose_prior"]
 
+MIN_QUAT_NORM = 1e-6
+"""Rotations are quaternions of any norm (normalized here); below this norm one holds no direction worth reading."""
+
 
 def make_pose_prior(
     space, rig: Rig, manifold_weight: float = 0.02, manifold_time: float = 0.1, seed: int = 0
@@ -42,10 +45,17 @@ def make_pose_prior(
     def prior(rotations: torch.Tensor, world: torch.Tensor | None = None) -> torch.Tensor:
         if rotations.ndim != 3 or rotations.shape[1:] != (pr.joint_count, 4):
             raise ValueError(f"pose prior: rotations must be (F, {pr.joint_count}, 4), got {tuple(rotations.shape)}")
+        if rotations.shape[0] == 0:  # the mean over no frames is NaN
+            raise ValueError(f"pose prior: rotations: no frames (shape (0, {pr.joint_count}, 4)); give at least one")
         finite = torch.isfinite(rotations.detach()).all(dim=-1)
         if not bool(finite.all()):  # a NaN would make the loss and every gradient NaN without a word
             f, j = (int(i) for i in torch.nonzero(~finite)[0])
             raise ValueError(f"pose prior: non-finite rotation at frame {f}, joint {j} ({rig.joint_names[j]})")
+        degenerate = rotations.detach().norm(dim=-1) < MIN_QUAT_NORM
+        if bool(degenerate.any()):  # normalizing it divides by the 1e-12 clamp: read as the identity, no gradient
+            f, j = (int(i) for i in torch.nonzero(degenerate)[0])
+            raise ValueError(f"pose prior: rotations: zero quaternion (norm < {MIN_QUAT_NORM:g}) at frame {f}, joint "
+                             f"{j} ({rig.joint_names[j]}); it is no rotation")  # fmt: skip
         device = rotations.device
         rotations = rotations.to("cpu")  # the model and the validators live on the CPU; autograd crosses back
         poses = pr.encode_torch(rotations)  # (F, J, 6)

@@ -63,6 +63,18 @@ class Conditioning:
         return Conditioning(self.features[rows], self.distances[rows], self.mask[rows])
 
 
+def _check_finite(name: str, x: torch.Tensor, cond: Conditioning) -> None:
+    """ValueError naming ``name`` when ``x`` (B, J, 6) is not finite at a posed joint (``cond.mask``; padded slots
+    are ignored by the samplers and may hold anything): a NaN there made every sample NaN without a word."""
+    mask = cond.mask.to(x.device)
+    if tuple(x.shape[:2]) != tuple(mask.shape):
+        raise ValueError(f"{name}: expected shape ({', '.join(map(str, mask.shape))}, 6), got {tuple(x.shape)}")
+    bad = ~torch.isfinite(x).all(dim=-1) & mask
+    if bool(bad.any()):
+        b, j = (int(i) for i in torch.nonzero(bad)[0])
+        raise ValueError(f"{name}: non-finite value at pose {b}, joint {j}")
+
+
 class GaussianDiffusion:
     """The schedule and the samplers (module docstring)."""
 
@@ -139,14 +151,25 @@ class GaussianDiffusion:
         """Deterministic DDIM from ``times[0]`` to ``times[-1]`` (decreasing: denoise; increasing: invert).
 
         Args:
-            x: the state at ``times[0]`` (model units), shape (B, J, 6).
-            times: the time grid.
+            x: the state at ``times[0]`` (model units), shape (B, J, 6); finite at the posed joints (padded slots
+                may hold anything).
+            times: the time grid: diffusion times in [0, 1] (the schedule folds back outside), monotonic (all
+                non-increasing or all non-decreasing).
             x0_fn: optional guidance hook ``x0 -> x0'`` applied to each prediction while denoising (it may use
                 autograd internally).
 
         Returns:
             The state at ``times[-1]``; the clean pose when ``times[-1] == 0``.
+
+        Raises:
+            ValueError: a time outside [0, 1] or not a number, times that go both ways, or a non-finite ``x`` at
+                a posed joint.
         """
+        times = [check_fraction(f"times[{i}]", t) for i, t in enumerate(times)]
+        steps = [s - t for t, s in itertools.pairwise(times)]
+        if any(d > 0 for d in steps) and any(d < 0 for d in steps):
+            raise ValueError(f"times: must be monotonic (decreasing to denoise, increasing to invert), got {times}")
+        _check_finite("x", x, cond)
         m = cond.mask[..., None].to(x.dtype)
         x = torch.where(cond.mask[..., None], x, 0.0)  # whatever padded slots hold (NaN x 0 is NaN)
         for t, s in itertools.pairwise(times):
@@ -186,6 +209,8 @@ class GaussianDiffusion:
             noise = torch.randn(shape, generator=generator, device=device)
         elif tuple(noise.shape) != shape:
             raise ValueError(f"noise: expected shape {shape}, got {tuple(noise.shape)}")
+        else:
+            _check_finite("noise", noise, cond)
         noise = noise.to(cond.mask.device) * float(temperature)
         return self.ddim(model, noise, cond, self.schedule(steps), x0_fn)
 

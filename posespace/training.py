@@ -7,7 +7,10 @@ noise (seeded from seed and rank; the weights start alike), the model and optimi
 :class:`accelerate.Accelerator` (gradients all-reduced), and only the main process shows a progress bar and
 writes checkpoints. A checkpoint holds the EMA weights as a loadable
 :class:`PoseSpace` plus the raw weights, optimizer state, step, random streams and the last steps' losses (the
-final loss a model records), so ``resume=True`` continues a run as if unbroken. A folder
+final loss a model records), so ``resume=True`` continues a single-process run as if unbroken (the same weights,
+losses and final loss). A distributed run does not: only the main process's streams are saved, the other processes
+draw their batches, times and noise afresh (seeded from seed, rank and the resumed step), so its weights after a
+resume differ from the unbroken run's as another seed's would. A folder
 holding an earlier run is refused unless the run resumes it or ``overwrite=True`` starts afresh there. Training
 draws from torch's default generators seeded with ``seed`` and restores the caller's random state afterwards.
 """
@@ -24,6 +27,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from sim._numbers import is_finite_real, is_integer
+
+from ._checks import check_int, check_number
 from .data import AugmentConfig, PoseBatchSampler, PoseSet, _clip_identity, data_scale
 from .diffusion import Conditioning, DiffusionConfig, GaussianDiffusion
 from .model import ModelConfig, PoseDenoiser
@@ -58,10 +64,12 @@ class TrainConfig:
     fps: float = 60.0
     """Clips are resampled to this rate [1/s]."""
     steps: int = 5000
-    """Optimizer steps; also the length of the learning-rate schedule (linear warmup, then a cosine to 5% of
-    ``lr`` at the last step). A resume with more steps than its checkpoint's run continues on the longer schedule
-    (the steps after the checkpoint get the longer run's rates, so the rate steps back up from where the shorter
-    schedule had decayed it); the steps before it keep the shorter schedule's rates."""
+    """Optimizer steps; also the length of the learning-rate schedule: linear warmup (step ``i`` < ``warmup``
+    at ``(i + 1) / warmup`` x ``lr``), then a half cosine from ``lr`` that would reach 5% of ``lr`` at step
+    ``steps``, one past the last (index ``steps - 1``), which so runs slightly above that floor (e.g. 6% of ``lr``
+    at steps 20, warmup 5; 5.00001% at the defaults). A resume with more steps than its checkpoint's run continues
+    on the longer schedule (the steps after the checkpoint get the longer run's rates, so the rate steps back up
+    from where the shorter schedule had decayed it); the steps before it keep the shorter schedule's rates."""
     batch_size: int = 64
     """Poses per step and process."""
     lr: float = 1e-3
@@ -109,29 +117,35 @@ class TrainConfig:
         field otherwise. (Not run on construction, so command lines report it as one line.)"""
         for name, low in (("steps", 1), ("batch_size", 1), ("warmup", 0), ("validator_poses", 1),
                           ("checkpoint_every", 1), ("seed", 0)):  # fmt: skip
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"TrainConfig.{name}: must be an integer >= {low}, got {value!r}")
-        if self.threads is not None and not (isinstance(self.threads, int) and self.threads >= 0):
+            check_int(f"TrainConfig.{name}", getattr(self, name), low)
+        if self.threads is not None and not (is_integer(self.threads) and self.threads >= 0):
             raise ValueError(f"TrainConfig.threads: must be None or an integer >= 0, got {self.threads!r}")
         for name, positive in (("fps", True), ("lr", True), ("grad_clip", False), ("weight_decay", False),
                                ("validator_weight", False)):  # fmt: skip
-            value = getattr(self, name)
-            numeric = isinstance(value, (int, float)) and math.isfinite(value)
-            if not (numeric and (value > 0 if positive else value >= 0)):
-                raise ValueError(f"TrainConfig.{name}: must be a finite number {'>' if positive else '>='} 0, "
-                                 f"got {value!r}")  # fmt: skip
-        if not (isinstance(self.ema, (int, float)) and 0.0 <= self.ema < 1.0):
+            check_number(f"TrainConfig.{name}", getattr(self, name), 0.0, strict=positive)
+        if not (is_finite_real(self.ema) and 0.0 <= self.ema < 1.0):
             raise ValueError(f"TrainConfig.ema: must be a decay in [0, 1), got {self.ema!r}")
         if self.rig_weights is not None:
             w = list(self.rig_weights)
-            if not w or not all(math.isfinite(x) and x >= 0 for x in w) or sum(w) <= 0:
+            if not w or not all(is_finite_real(x) and x >= 0 for x in w) or sum(w) <= 0:
                 raise ValueError(f"TrainConfig.rig_weights: must be finite weights >= 0 with a positive sum, got {w}")
+        # NumPy scalars are numbers too (sim._numbers); the run, its config.json and a resume's comparison see them
+        # as the Python numbers they are (Python values are left exactly as given)
+        for name in ("steps", "batch_size", "warmup", "validator_poses", "checkpoint_every", "seed", "threads",
+                     "fps", "lr", "grad_clip", "weight_decay", "validator_weight", "ema"):  # fmt: skip
+            setattr(self, name, _plain(getattr(self, name)))
+        if self.rig_weights is not None:
+            self.rig_weights = tuple(_plain(x) for x in self.rig_weights)
         self.model.check()
         self.augment.check()
         self.validators.check()
         self.diffusion.check()
         return self
+
+
+def _plain(value):
+    """A NumPy scalar as the Python number it holds; anything else as it is."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _lr_factor(step: int, cfg: TrainConfig) -> float:
