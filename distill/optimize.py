@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import torch
 
 from sim import Motion, Rig, RigError
@@ -54,7 +55,16 @@ from .losses import PosePrior, SelfCollisionCapsules, ground_penalty, smoothness
 from .renderer import RenderConfig, RenderResult, VideoRenderer
 from .trajectory import Trajectory
 
-__all__ = ["DistillConfig", "DistillResult", "Distiller", "LossWeights", "OptimConfig", "ResumeError", "config_to_dict"]
+__all__ = [
+    "DistillConfig",
+    "DistillResult",
+    "Distiller",
+    "LossWeights",
+    "OptimConfig",
+    "ResumeError",
+    "check_run_folder",
+    "config_to_dict",
+]
 
 
 LOSS_TERMS = ("sds", "smoothness", "ground", "self_collision", "pose_prior")
@@ -90,6 +100,7 @@ class LossWeights:
     def __post_init__(self):
         for f in dataclasses.fields(self):
             _check_number(f"LossWeights.{f.name}", getattr(self, f.name), positive=False)
+            _set_float(self, f.name)
 
 
 @dataclass(frozen=True)
@@ -144,6 +155,12 @@ class OptimConfig:
         _check_number("OptimConfig.coarse_scale", self.coarse_scale, positive=True)
         if self.sigma_start is not None:
             _check_number("OptimConfig.sigma_start", self.sigma_start, positive=True)
+        # a NumPy scalar (np.float32(0.02), a value computed with NumPy) reached Adam's param groups, the log and
+        # the checkpoint, which torch.load(weights_only=True) then refused on resume: plain floats from here on
+        for name in ("lr_rotation", "lr_translation", "lr_final_fraction", "coarse_fraction", "coarse_scale"):
+            _set_float(self, name)
+        if self.sigma_start is not None:
+            _set_float(self, "sigma_start")
 
 
 @dataclass(frozen=True)
@@ -168,6 +185,7 @@ class DistillConfig:
     def __post_init__(self):
         _check_int("DistillConfig.frames", self.frames, 2)  # one frame is a pose, not a motion
         _check_number("DistillConfig.fps", self.fps, positive=True)
+        _set_float(self, "fps")  # a NumPy scalar reached the motions' frame rate and the checkpoint
         if self.guidance.kind != "oracle":
             self._check_video_size()
         if self.guidance.kind != "oracle" and (self.frames - 1) % 4 != 0:
@@ -224,9 +242,60 @@ def _check_number(name: str, value, positive: bool) -> None:
         raise ValueError(f"{name}: must be a finite number {'>' if positive else '>='} 0, got {value!r}")
 
 
+def _set_float(cfg, name: str) -> None:
+    """Stores field ``name`` of a frozen config as a Python float (the value is checked to be a real number)."""
+    object.__setattr__(cfg, name, float(getattr(cfg, name)))
+
+
+def _plain(value):
+    """``value`` with every NumPy scalar (in nested dicts, lists and tuples) as the Python number it holds: what a
+    checkpoint holds must be loadable by ``torch.load(weights_only=True)``."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
 def config_to_dict(cfg) -> dict:
-    """A JSON-ready dict of a (nested) config dataclass."""
-    return json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
+    """A JSON-ready dict of a (nested) config dataclass (NumPy scalars as the numbers they hold, not strings)."""
+    default = lambda v: v.item() if isinstance(v, np.generic) else str(v)  # noqa: E731
+    return json.loads(json.dumps(dataclasses.asdict(cfg), default=default))
+
+
+def check_run_folder(output_dir: str | Path, config: DistillConfig, oracle: bool = False) -> None:
+    """Raises ``usd_io.InputError`` naming the first file a run of ``config`` could not write in run folder
+    ``output_dir``: the folder (or a parent) is a file, ``previews`` is a file, or a folder sits where an output file
+    goes (``checkpoint.pt``, ``motion.usda``, a preview, ...). :meth:`Distiller.run` checks this before its first
+    step (a ``motion.usda`` folder failed after the whole optimization, a ``checkpoint.pt`` folder at the first
+    checkpoint); a caller may check it before loading the models. Creates nothing.
+
+    Args:
+        oracle: the run writes ``oracle_metrics.json`` too.
+    """
+    from usd_io import InputError
+
+    out, o = Path(output_dir), config.optim
+    names = ["config.json", "checkpoint.pt", "loss_log.csv", "motion.usda"]
+    names += ["oracle_metrics.json"] if oracle else []
+    steps = range(0, o.steps, o.preview_every) if o.preview_every else range(0)
+    names += [f"previews/{n}.{o.preview_format}" for n in ("final", *(f"step_{s:05d}" for s in steps))]
+    try:
+        for parent in [out, *out.parents]:
+            if parent.exists() and not parent.is_dir():
+                raise InputError(out, "output", f"cannot create the folder: {parent} is a file")
+        if not out.is_dir():
+            return  # created by the run: nothing in it yet
+        previews = out / "previews"
+        if previews.exists() and not previews.is_dir():
+            raise InputError(previews, "output", "the previews folder is a file, not a folder")
+        for name in names:
+            if (out / name).is_dir():
+                raise InputError(out / name, "output", "is a folder, not a file")
+    except OSError as e:  # a parent that cannot be entered (Path.exists re-raises EACCES)
+        raise InputError(out, "output", f"cannot reach the folder ({e.strerror or e})") from e
 
 
 @dataclass
@@ -330,8 +399,8 @@ class Distiller:
         o = config.optim
         self.optimizer = torch.optim.Adam(
             [
-                {"params": [self.trajectory.rotations_6d], "lr": o.lr_rotation},
-                {"params": [self.trajectory.translation], "lr": o.lr_translation * self.body_length},
+                {"params": [self.trajectory.rotations_6d], "lr": float(o.lr_rotation)},
+                {"params": [self.trajectory.translation], "lr": float(o.lr_translation * self.body_length)},
             ]
         )
         self._base_lr = [g["lr"] for g in self.optimizer.param_groups]
@@ -357,7 +426,7 @@ class Distiller:
         o, p, r = self.config.optim, self._progress(step), self.config.render
         scale = o.lr_final_fraction + (1.0 - o.lr_final_fraction) * 0.5 * (1.0 + math.cos(math.pi * p))
         for group, base in zip(self.optimizer.param_groups, self._base_lr):
-            group["lr"] = base * scale
+            group["lr"] = float(base * scale)
         sigma = r.raster.sigma
         coarse = p < o.coarse_fraction
         if o.sigma_start is not None:
@@ -373,7 +442,7 @@ class Distiller:
             self.renderer.config = dataclasses.replace(now, raster=raster, width=width, height=height)
             if self.oracle_motion is not None and self.config.guidance.kind == "oracle":
                 self._retarget_oracle()
-        return scale, sigma
+        return float(scale), float(sigma)  # logged and checkpointed: no NumPy scalar from the render settings
 
     def _retarget_oracle(self) -> None:
         """Re-renders the oracle's target at the current softness (the teacher sees renders like the student's)."""
@@ -415,6 +484,8 @@ class Distiller:
                 fresh start removes along with an earlier run's derived outputs.
 
         Raises:
+            usd_io.InputError: an output of the run folder cannot be written (:func:`check_run_folder`; found before
+                the first step).
             ResumeError: the checkpoint cannot be continued, or (without ``resume`` or ``overwrite``) the folder
                 holds an earlier run's checkpoint.
             FloatingPointError: a step's loss or gradient is not finite (nothing of that step is saved).
@@ -424,6 +495,7 @@ class Distiller:
         cfg, o = self.config, self.config.optim
         from usd_io import atomic_output, make_folder
 
+        check_run_folder(self.output_dir, cfg, oracle=self.oracle_motion is not None)  # not after the whole run
         out = make_folder(self.output_dir)
         ckpt = out / "checkpoint.pt"
         start, log = 0, []
@@ -462,7 +534,7 @@ class Distiller:
             self.optimizer.step()
             row = {"step": step, "total": total.item()}
             row.update({k: terms[k].item() if k in terms else 0.0 for k in LOSS_TERMS})
-            row.update(timestep=timestep, lr_scale=lr_scale, sigma=sigma, seconds=time.perf_counter() - t0)
+            row.update(timestep=float(timestep), lr_scale=lr_scale, sigma=sigma, seconds=time.perf_counter() - t0)
             if self.oracle_motion is not None and (step % o.oracle_eval_every == 0 or step == o.steps - 1):
                 err = self.oracle_error()
                 row.update(oracle_angle_deg=err.mean_joint_angle_deg, oracle_root_error=err.root_path_error)
@@ -588,11 +660,15 @@ class Distiller:
     def _save_checkpoint(self, path: Path, step: int, log: list[dict]) -> None:
         from usd_io import atomic_output
 
+        optimizer = self.optimizer.state_dict()
+        # hyperparameters and log rows as plain numbers (a callback's NumPy value too): the resume reads the file
+        # with torch.load(weights_only=True), which refuses NumPy scalars
+        optimizer["param_groups"] = _plain(optimizer["param_groups"])
         state = {
             "step": step,
             "trajectory": self.trajectory.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "log": log,
+            "optimizer": optimizer,
+            "log": _plain(log),
             "config": self._config_dict(),
         }
         with atomic_output(path) as tmp:

@@ -10,10 +10,11 @@
 #         --guidance cogvideox-2b --guidance-model /models/CogVideoX-2b --device cuda --output out/fox_jump
 #
 # Exit status: 0 on success; 2 on bad input (asset, clip, settings, device, missing model weights, a checkpoint
-# that cannot be continued, an earlier run's checkpoint in OUTPUT without --resume/--overwrite, an OUTPUT/audit that
-# cannot be written: all checked before the optimization; weights options given to tiny / oracle guidance, which
-# loads none), with a one-line error; 1 when a step's loss or gradient is not finite (the last checkpoint is kept);
-# 130 on Ctrl-C, 143 on SIGTERM (kill, docker stop, a Slurm time limit: handled as Ctrl-C is).
+# that cannot be continued, an earlier run's checkpoint in OUTPUT without --resume/--overwrite, an OUTPUT file (e.g.
+# motion.usda, checkpoint.pt) or OUTPUT/audit that cannot be written: all checked before the optimization; weights
+# options given to tiny / oracle guidance, which loads none), with a one-line error; 1 when a step's loss or
+# gradient is not finite (the last checkpoint is kept); 130 on Ctrl-C, 143 on SIGTERM (kill, docker stop, a Slurm
+# time limit: handled as Ctrl-C is).
 """Distil a motion for a rigged character (glTF / USD / procedural) by video score distillation."""
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import tyro  # noqa: E402
 
 from distill.devices import resolve_device  # noqa: E402
 from distill.guidance import MODEL_PRESETS, GuidanceKind, GuidanceModelError  # noqa: E402
-from distill.optimize import Distiller, ResumeError  # noqa: E402
+from distill.optimize import Distiller, ResumeError, check_run_folder  # noqa: E402
 from distill.presets import preset  # noqa: E402
 from distill.trajectory import sample_clip  # noqa: E402
 from sim import RigError  # noqa: E402
@@ -224,6 +225,8 @@ def main(cli: DistillCLI) -> int:
         torch.set_num_threads(1)
     ckpt = cli.output / "checkpoint.pt"
     try:
+        # OUTPUT/motion.usda or checkpoint.pt a folder failed after the whole optimization (or its first checkpoint)
+        check_run_folder(cli.output, cfg, oracle=cli.guidance == "oracle")
         if cli.audit:
             _check_audit_folder(cli)
         asset = load_asset(cli.asset, skeleton=cli.skeleton)
