@@ -57,8 +57,15 @@ class _CapsulePenalty(torch.autograd.Function):
     def forward(ctx, seg_a: torch.Tensor, seg_b: torch.Tensor, radii: torch.Tensor, pairs: torch.Tensor):
         init_warp()
         a, b = _wp_vec3(seg_a), _wp_vec3(seg_b)
-        r = wp.from_torch(radii.detach().to(device=seg_a.device, dtype=torch.float64).contiguous(), requires_grad=True)
-        pr = wp.from_torch(pairs.detach().to(device=seg_a.device, dtype=torch.int32).contiguous().reshape(-1, 2))
+        # copies, like the segments' (_wp_vec3): ``.to``/``.contiguous`` return the caller's own float64 radii (and
+        # int32 pairs), which the tape re-reads in backward, so an in-place edit after the forward pass (an optimizer
+        # step on the radii before backward) changed the gradient
+        r = wp.from_torch(
+            radii.detach().to(device=seg_a.device, dtype=torch.float64).clone().contiguous(), requires_grad=True
+        )
+        pr = wp.from_torch(
+            pairs.detach().to(device=seg_a.device, dtype=torch.int32).clone().contiguous().reshape(-1, 2)
+        )
         tape = wp.Tape()
         with tape:
             _, pen = _capsule_wp(a, b, r, pr, check_indices=False)  # checked on the host by the caller

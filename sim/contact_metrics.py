@@ -59,6 +59,7 @@ from typing import Literal
 
 import numpy as np
 
+from ._numbers import is_finite_real, is_integer
 from .rotations import quat_conjugate, quat_multiply, quat_normalize, quat_to_axis_angle
 
 __all__ = [
@@ -168,15 +169,25 @@ def frame_runs(mask: np.ndarray) -> list[tuple[int, int]]:
 
 
 def _times(times, frame_count: int) -> np.ndarray:
-    """Accepts sample times (F,) [s] or a frame rate [1/s]."""
+    """Accepts sample times (F,) [s] or a frame rate [1/s].
+
+    A frame rate is a finite real number > 0 (:func:`sim._numbers.is_finite_real`; a 0-d array holding one too):
+    an infinite rate made every sample time 0 and every speed NaN, ``True`` ran at 1 fps. Sample times are finite
+    real numbers (an infinite last time made its step's speed 0 and the contact's duration infinite).
+    """
     if np.ndim(times) == 0:
-        fps = float(times)
-        if not fps > 0:
-            raise ValueError(f"fps must be positive, got {times}")
-        return np.arange(frame_count) / fps
-    t = np.asarray(times, dtype=np.float64)
+        fps = times[()] if isinstance(times, np.ndarray) else times
+        if not (is_finite_real(fps) and fps > 0):
+            raise ValueError(f"times: a frame rate must be a finite number > 0 [1/s], got {times!r}")
+        return np.arange(frame_count) / float(fps)
+    raw = np.asarray(times)
+    if raw.dtype == bool or not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
+        raise ValueError(f"times: expected real sample times [s], got dtype {raw.dtype}")
+    t = raw.astype(np.float64)
     if t.shape != (frame_count,):
         raise ValueError(f"times: expected shape ({frame_count},), got {t.shape}")
+    if not np.all(np.isfinite(t)):
+        raise ValueError("times: contains non-finite values")
     if frame_count > 1 and not np.all(np.diff(t) > 0):
         raise ValueError("times: must be strictly increasing")
     return t
@@ -345,14 +356,21 @@ def ground_contact_metrics(
     hz = list(horizontal_axes(cfg.up_axis))
     if size is None:
         size = character_size(pts[0])
-    if not size > 0:
+    elif not (is_finite_real(size) and size > 0):  # an infinite size made every point touch and nothing slide
+        raise ValueError(f"size: must be a finite number > 0 [m], got {size!r}")
+    if not size > 0:  # a flat frame 0 (every point at one place)
         raise ValueError(f"size: must be positive, got {size}")
     per_point = labels is None  # sliding judged point by point: no parts to pivot about
     if labels is None:
         labels = np.zeros(N, dtype=np.int64)
-    labels = np.asarray(labels, dtype=np.int64)
+    raw = np.asarray(labels)
+    if raw.dtype == bool or not np.issubdtype(raw.dtype, np.integer):  # 0.9 read as part 0, True as part 1
+        raise ValueError(f"labels: expected an integer array of shape ({N},), got dtype {raw.dtype}")
+    labels = raw.astype(np.int64)
     if labels.shape != (N,) or (N and labels.min() < 0):
         raise ValueError(f"labels: expected non-negative integers of shape ({N},), got {labels.shape}")
+    if label_count is not None and not is_integer(label_count):
+        raise ValueError(f"label_count: must be an integer, got {label_count!r}")
     P = int(label_count if label_count is not None else labels.max() + 1)
     if labels.max() >= P:
         raise ValueError(f"labels: value {labels.max()} >= label_count {P}")

@@ -13,10 +13,14 @@ per face); each candidate pair gets the exact float64 test of :mod:`sim._mesh_in
 also gives the length of the intersection segment and a per-pair depth estimate. ``method="brute_force"`` runs
 the same test on all pairs without the BVH (the baseline the benchmark compares with).
 
-Penetration depth: on frames with intersections, every vertex is tested for lying inside the body (the
-surface's winding number just outside the vertex; vertices already inside in the rest pose are ignored). Inside
-vertices not connected through inside vertices to an intersecting face are dropped (creases closer than the test
-offset, not penetrations); the connected ones form *sheets*, the parts of the surface that went in. An inside
+Penetration depth: on frames with intersecting pairs, the vertices reachable from the intersecting faces through
+inside vertices are tested for lying inside the body (the surface's winding number just outside the vertex;
+vertices already inside in the rest pose are ignored); the search starts at the vertices of the intersecting faces,
+so inside vertices not connected through inside vertices to an intersecting face are never found (creases closer
+than the test offset, not penetrations); the connected ones form *sheets*, the parts of the surface that went in.
+Limitation: a part whose surface lies entirely inside another's without crossing it (a separate shell moved fully
+inside the body, or a fold whose crossing faces are all rest neighbours) has no intersecting pair, so such a frame
+reports no pairs and no penetration at all (depth 0). An inside
 vertex's depth is its distance to the nearest face it lies behind on the body it went into: faces touching its
 own sheet (a penetrating limb's far side and the faces around the vertex) do not count, except, where one sheet
 holds both the limb and the body it went into (through the crease of a joint), faces the vertex was not behind
@@ -166,8 +170,15 @@ def intersection_segments(points, triangles, pairs) -> np.ndarray:
     """End points of the intersection segment of each intersecting face pair [m], shape (n, 2, 3).
 
     NumPy version of the kernels' plane-interval construction, for the few pairs a frame has (contours for
-    plots and depth bounds), with the kernels' on-plane tolerance. Pairs that do not intersect get a zero-length
-    segment at the centroid of their first face.
+    plots and depth bounds), with the kernels' on-plane tolerance. Meant for pairs that intersect (as
+    :meth:`MeshSelfIntersection.frame` reports them); the pairs are not tested, and for others the result is a
+    zero-length segment that need not lie on either face:
+
+    * each face crosses the other's plane, but on disjoint intervals of the planes' common line: the point of that
+      line where the later interval starts (on one face only, possibly far from the other);
+    * a face does not reach the other's plane (parallel faces apart among them): the centroid of the first face;
+    * coplanar faces (no common line): a vertex of the first face, even where they overlap (their overlap is an
+      area, no segment).
     """
     P = np.asarray(points, dtype=np.float64)
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
@@ -539,9 +550,10 @@ class MeshSelfIntersection:
         """Inside vertices connected, through inside vertices, to a vertex of an intersecting face: (vertex ids,
         depths [m], faces they lie behind).
 
-        A part can only be inside another where the surfaces cross, so the search grows from the intersecting
-        faces through inside vertices only (cost follows the penetrating region, not the mesh), and inside
-        spots not bounded by an intersection contour (creases closer than the test offset) are never reached.
+        The search grows from the intersecting faces through inside vertices only (cost follows the penetrating
+        region, not the mesh), so inside spots not bounded by an intersection contour (creases closer than the
+        test offset) are never reached, and neither is a part lying entirely inside another without its surface
+        crossing it (a shell moved fully inside the body: no pair, no inside vertex; see the module docstring).
         The connected components of the inside vertices are the sheets the depth search treats apart. Depths
         are bounded by the distance to where the surface leaves the body: the intersection contour of
         ``pairs`` and the crossings on edges from inside to outside vertices.
