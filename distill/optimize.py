@@ -34,11 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
 import torch
 
 from sim import Motion, Rig, RigError
-from sim._numbers import is_finite_real
+from sim._numbers import is_finite_real, plain
 from sim.torch_ops import TorchRig
 
 from ._run_state import (
@@ -247,22 +246,9 @@ def _set_float(cfg, name: str) -> None:
     object.__setattr__(cfg, name, float(getattr(cfg, name)))
 
 
-def _plain(value):
-    """``value`` with every NumPy scalar (in nested dicts, lists and tuples) as the Python number it holds: what a
-    checkpoint holds must be loadable by ``torch.load(weights_only=True)``."""
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(_plain(v) for v in value)
-    return value
-
-
 def config_to_dict(cfg) -> dict:
     """A JSON-ready dict of a (nested) config dataclass (NumPy scalars as the numbers they hold, not strings)."""
-    default = lambda v: v.item() if isinstance(v, np.generic) else str(v)  # noqa: E731
-    return json.loads(json.dumps(dataclasses.asdict(cfg), default=default))
+    return json.loads(json.dumps(plain(dataclasses.asdict(cfg)), default=str))
 
 
 def check_run_folder(output_dir: str | Path, config: DistillConfig, oracle: bool = False) -> None:
@@ -275,19 +261,16 @@ def check_run_folder(output_dir: str | Path, config: DistillConfig, oracle: bool
     Args:
         oracle: the run writes ``oracle_metrics.json`` too.
     """
-    from usd_io import InputError
+    from usd_io import InputError, check_folder
 
     out, o = Path(output_dir), config.optim
     names = ["config.json", "checkpoint.pt", "loss_log.csv", "motion.usda"]
     names += ["oracle_metrics.json"] if oracle else []
     steps = range(0, o.steps, o.preview_every) if o.preview_every else range(0)
     names += [f"previews/{n}.{o.preview_format}" for n in ("final", *(f"step_{s:05d}" for s in steps))]
+    if not check_folder(out):
+        return  # created by the run: nothing in it yet
     try:
-        for parent in [out, *out.parents]:
-            if parent.exists() and not parent.is_dir():
-                raise InputError(out, "output", f"cannot create the folder: {parent} is a file")
-        if not out.is_dir():
-            return  # created by the run: nothing in it yet
         previews = out / "previews"
         if previews.exists() and not previews.is_dir():
             raise InputError(previews, "output", "the previews folder is a file, not a folder")
@@ -399,8 +382,8 @@ class Distiller:
         o = config.optim
         self.optimizer = torch.optim.Adam(
             [
-                {"params": [self.trajectory.rotations_6d], "lr": float(o.lr_rotation)},
-                {"params": [self.trajectory.translation], "lr": float(o.lr_translation * self.body_length)},
+                {"params": [self.trajectory.rotations_6d], "lr": o.lr_rotation},
+                {"params": [self.trajectory.translation], "lr": o.lr_translation * self.body_length},
             ]
         )
         self._base_lr = [g["lr"] for g in self.optimizer.param_groups]
@@ -426,7 +409,7 @@ class Distiller:
         o, p, r = self.config.optim, self._progress(step), self.config.render
         scale = o.lr_final_fraction + (1.0 - o.lr_final_fraction) * 0.5 * (1.0 + math.cos(math.pi * p))
         for group, base in zip(self.optimizer.param_groups, self._base_lr):
-            group["lr"] = float(base * scale)
+            group["lr"] = base * scale
         sigma = r.raster.sigma
         coarse = p < o.coarse_fraction
         if o.sigma_start is not None:
@@ -442,7 +425,7 @@ class Distiller:
             self.renderer.config = dataclasses.replace(now, raster=raster, width=width, height=height)
             if self.oracle_motion is not None and self.config.guidance.kind == "oracle":
                 self._retarget_oracle()
-        return float(scale), float(sigma)  # logged and checkpointed: no NumPy scalar from the render settings
+        return scale, sigma
 
     def _retarget_oracle(self) -> None:
         """Re-renders the oracle's target at the current softness (the teacher sees renders like the student's)."""
@@ -534,7 +517,7 @@ class Distiller:
             self.optimizer.step()
             row = {"step": step, "total": total.item()}
             row.update({k: terms[k].item() if k in terms else 0.0 for k in LOSS_TERMS})
-            row.update(timestep=float(timestep), lr_scale=lr_scale, sigma=sigma, seconds=time.perf_counter() - t0)
+            row.update(timestep=timestep, lr_scale=lr_scale, sigma=sigma, seconds=time.perf_counter() - t0)
             if self.oracle_motion is not None and (step % o.oracle_eval_every == 0 or step == o.steps - 1):
                 err = self.oracle_error()
                 row.update(oracle_angle_deg=err.mean_joint_angle_deg, oracle_root_error=err.root_path_error)
@@ -663,12 +646,12 @@ class Distiller:
         optimizer = self.optimizer.state_dict()
         # hyperparameters and log rows as plain numbers (a callback's NumPy value too): the resume reads the file
         # with torch.load(weights_only=True), which refuses NumPy scalars
-        optimizer["param_groups"] = _plain(optimizer["param_groups"])
+        optimizer["param_groups"] = plain(optimizer["param_groups"])
         state = {
             "step": step,
             "trajectory": self.trajectory.state_dict(),
             "optimizer": optimizer,
-            "log": _plain(log),
+            "log": plain(log),
             "config": self._config_dict(),
         }
         with atomic_output(path) as tmp:

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sim._numbers import is_finite_real, is_integer
+from sim._numbers import is_finite_real, is_integer, plain
 
 from ._checks import check_int, check_number
 from .data import AugmentConfig, PoseBatchSampler, PoseSet, _clip_identity, data_scale
@@ -133,19 +133,14 @@ class TrainConfig:
         # as the Python numbers they are (Python values are left exactly as given)
         for name in ("steps", "batch_size", "warmup", "validator_poses", "checkpoint_every", "seed", "threads",
                      "fps", "lr", "grad_clip", "weight_decay", "validator_weight", "ema"):  # fmt: skip
-            setattr(self, name, _plain(getattr(self, name)))
+            setattr(self, name, plain(getattr(self, name)))
         if self.rig_weights is not None:
-            self.rig_weights = tuple(_plain(x) for x in self.rig_weights)
+            self.rig_weights = plain(tuple(self.rig_weights))
         self.model.check()
         self.augment.check()
         self.validators.check()
         self.diffusion.check()
         return self
-
-
-def _plain(value):
-    """A NumPy scalar as the Python number it holds; anything else as it is."""
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def _lr_factor(step: int, cfg: TrainConfig) -> float:

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-__all__ = ["is_finite_real", "is_integer", "is_real"]
+__all__ = ["is_finite_real", "is_integer", "is_real", "plain"]
 
 
 def is_real(value) -> bool:
@@ -26,3 +26,15 @@ def is_finite_real(value) -> bool:
 def is_integer(value) -> bool:
     """An integer: a Python int or a NumPy integer scalar, not a bool."""
     return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
+def plain(value):
+    """``value`` with every NumPy scalar, also inside nested dicts, lists and tuples, as the Python number it holds
+    (what ``json`` writes as a number and ``torch.load(weights_only=True)`` reads); anything else as it is."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(plain(v) for v in value)
+    return value

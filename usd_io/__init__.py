@@ -9,7 +9,7 @@ from ._usd_validation import ValidationIssue, validate_stage, validation_issues,
 from ._usdskel_read import UsdSkelWarning, read_usdskel
 from ._usdskel_write import write_usdskel
 from .asset import PROCEDURAL_PREFIX, Asset, load_asset
-from .atomic import Terminated, atomic_output, interrupt_exit_status, make_folder, stop_on_sigterm
+from .atomic import Terminated, atomic_output, check_folder, interrupt_exit_status, make_folder, stop_on_sigterm
 from .audit_io import (
     AUDIT_FILES,
     assert_ground_contact,
@@ -38,6 +38,7 @@ __all__ = [
     "audit_asset",
     "audit_file",
     "audit_folder_names",
+    "check_folder",
     "interrupt_exit_status",
     "load_asset",
     "make_folder",

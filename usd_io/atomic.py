@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .errors import InputError
 
-__all__ = ["Terminated", "atomic_output", "interrupt_exit_status", "make_folder", "stop_on_sigterm"]
+__all__ = ["Terminated", "atomic_output", "check_folder", "interrupt_exit_status", "make_folder", "stop_on_sigterm"]
 
 TEMP_STEM_BYTES = 200
 """Bytes of the target's stem kept in the temporary file's name (a 245-byte name overflowed the 255-byte limit)."""
@@ -119,6 +119,24 @@ def _reload_open_layer(path: Path, requested: Path | None = None) -> None:
             layer.Reload(force=True)
 
 
+def check_folder(path: str | Path) -> bool:
+    """Whether folder ``path`` exists; creates nothing.
+
+    Raises:
+        InputError: the folder could not be created: it or a parent is a file, or a parent cannot be entered.
+    """
+    path = Path(path)
+    try:
+        if path.is_dir():
+            return True
+        for parent in [path, *path.parents]:
+            if parent.exists() and not parent.is_dir():
+                raise InputError(path, "output", f"cannot create the folder: {parent} is a file")
+    except OSError as e:  # a parent that cannot be entered (Path.is_dir/exists re-raise EACCES)
+        raise InputError(path, "output", f"cannot reach the folder ({_reason(e)})") from e
+    return False
+
+
 def make_folder(path: str | Path) -> Path:
     """Creates folder ``path`` and its parents when missing and returns it as a Path.
 
@@ -127,14 +145,8 @@ def make_folder(path: str | Path) -> Path:
             message names the folder and the reason.
     """
     path = Path(path)
-    try:
-        if path.is_dir():
-            return path
-        for parent in [path, *path.parents]:
-            if parent.exists() and not parent.is_dir():
-                raise InputError(path, "output", f"cannot create the folder: {parent} is a file")
-    except OSError as e:  # a parent that cannot be entered (Path.is_dir/exists re-raise EACCES)
-        raise InputError(path, "output", f"cannot reach the folder ({_reason(e)})") from e
+    if check_folder(path):
+        return path
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:

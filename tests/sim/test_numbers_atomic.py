@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sim._atomic import atomic_file
-from sim._numbers import is_finite_real, is_integer, is_real
+from sim._numbers import is_finite_real, is_integer, is_real, plain
 
 
 @pytest.mark.parametrize("value", [0, 3, -2.5, np.float32(1.5), np.int64(7), np.uint8(3), np.float64("nan")])
@@ -59,3 +59,10 @@ def test_atomic_file_leaves_old_file_on_error(tmp_path):
         raise RuntimeError("boom")
     assert target.read_bytes() == b"old"
     assert os.listdir(tmp_path) == ["out.bin"]
+
+
+def test_plain_turns_nested_numpy_scalars_into_python_numbers():
+    value = plain({"lr": np.float32(0.5), "rows": [{"n": np.int64(3)}, (np.float64(2.0), "a")], "x": None})
+    assert value == {"lr": 0.5, "rows": [{"n": 3}, (2.0, "a")], "x": None}
+    assert type(value["lr"]) is float and type(value["rows"][0]["n"]) is int and type(value["rows"][1]) is tuple
+    assert type(value["rows"][1][0]) is float
