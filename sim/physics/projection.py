@@ -232,11 +232,11 @@ def _mppi_pass(character, ref, sim, tracking, cfg, sweep: Sweep, target_filter, 
         plan_flat[f0 + 1 : f0 + H + 1] = cand_best
         seg = slice(f0 + 1, f0 + commit + 1)
         pos[seg], rot[seg], vel[seg] = frames_best[..., :3], frames_best[..., 3:7], frames_best[..., 7:]
-        sweep.assist_sum += a_sum
-        sweep.assist_max = max(sweep.assist_max, a_max)
         sweep.blowup = _first_blowup(character, ref, tracking, frames_best, f0)
         if sweep.blowup is not None:
-            break
+            break  # the window's assist force is not counted: its frames after the blow-up are dropped
+        sweep.assist_sum += a_sum
+        sweep.assist_max = max(sweep.assist_max, a_max)
         sweep.q, sweep.qd = q_best, qd_best
         sweep.window_costs.append(cost_best)
         sweep.f0 = f0 + commit
@@ -395,7 +395,9 @@ def project(
     stepped = n if blowup is not None else n - 1  # frames simulated, as track counts them (a blown-up one too)
     assist = None
     if tracking.root_assist is not None and tracking.root_assist.enabled:
-        assist = root_assist_report(character, best.assist_sum, best.assist_max, max(stepped * substeps, 1))
+        # the assist sums cover the committed windows: all frames, or those before the window that blew up
+        assist_frames = best.f0 if blowup is not None else stepped
+        assist = root_assist_report(character, best.assist_sum, best.assist_max, assist_frames * substeps)
     motion = character.motion_from_bodies(pos, rot, ref.fps, name=ref.motion.name) if n else ref.motion.slice(0, 1)
     return TrackingResult(
         motion=motion,

@@ -233,7 +233,8 @@ class TrackingResult:
         wall_time_s: wall-clock time of the run [s] (projection: including the optimization).
         sim_time_s: simulated time [s].
         root_assist: None when off; otherwise the residual root force it applied: mean and max [N] and
-            the same in units of body weight.
+            the same in units of body weight (projection with a blow-up: over the windows committed before the
+            window that blew up; zeros when it was the first).
         info: method-specific details (projection statistics).
     """
 

@@ -336,6 +336,34 @@ def test_projection_reports_the_root_assist_of_the_committed_frames():
     assert 0.0 < a["mean_force_n"] <= a["max_force_n"]
 
 
+@pytest.mark.parametrize("frame", [1, 20])
+def test_projection_root_assist_leaves_out_the_window_that_blew_up(table, frame):
+    """A committed window that blows up is cut at the blow-up frame, but its assist force (summed over all its
+    committed frames) was added before the check: a blow-up at frame 1 reported a mean of 1.9 body weights against
+    a cap (and max) of 0.5. The report covers the windows committed before it."""
+    ref = reference_trajectory(table, walkish(table.rig))
+    coords = ref.coords.copy()
+    coords[frame:] += 20.0
+
+    def wild(m: sim.Motion) -> sim.Motion:
+        rot = table.body_rotations_from_coordinates(ref.body_rot[:, 0], coords)
+        pos = table.body_positions_from_rotations(ref.body_pos[:, 0], rot)
+        return table.motion_from_bodies(pos, rot, ref.fps, name="wild")
+
+    tracking = TrackingConfig(root_assist=RootAssistConfig(enabled=True))
+    cfg = ProjectionConfig(samples=2, iterations=1, passes=1, ilc_passes=0, threads=1, rollout_batches=1)
+    pr = project(table, ref, tracking, cfg=cfg, target_filter=wild)
+    assert pr.blowup is not None and pr.blowup.frame == frame
+    a = pr.root_assist
+    cap = tracking.root_assist.max_force_body_weights
+    assert a["max_force_body_weights"] <= cap + 1e-4
+    assert a["mean_force_body_weights"] <= a["max_force_body_weights"] + 1e-9
+    if frame == 1:  # nothing was committed before the first window
+        assert a["mean_force_n"] == 0.0 and a["max_force_n"] == 0.0
+    else:
+        assert a["mean_force_n"] > 0.0
+
+
 def test_rollout_reports_a_blown_world_as_infinite_cost(table):
     """A world whose state went NaN got a finite cost (1e30 per frame): the planner's exclusion of blown rollouts
     never fired, and the huge cost flattened the sampling weights of all the others to uniform."""
