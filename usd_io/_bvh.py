@@ -54,6 +54,7 @@ import numpy as np
 from sim import Motion, Rig, RigError
 from sim.rotations import euler_to_quat, quat_identity, quat_multiply
 
+from ._files import read_regular_file
 from ._limits import MAX_MAGNITUDE, too_large
 from .asset import Asset
 from .errors import InputError
@@ -74,6 +75,11 @@ BVH_EXPECTED_HEIGHT = 1.7
 
 MAX_CHANNELLESS_FRAMES = 10**6
 """Most frames a BVH file without channels may declare: its ``Frames:`` count alone would size the clip."""
+
+MAX_FRAME_JOINTS = 1 << 25
+"""Most frames x joints a clip may hold (~1.9 GB of float64 rotations and translations; a 10-minute 120 fps capture
+of 100 joints holds 7.2e6). Joints and End Sites without channels cost no file bytes per frame, so a small file
+could otherwise ask for any amount of memory."""
 
 FPS_SNAP_TOLERANCE = 1e-3
 """``1 / Frame Time`` is rounded to the nearest integer rate when within this relative distance of it."""
@@ -122,8 +128,8 @@ def read_bvh(
 
     Raises:
         InputError: unreadable file or malformed content; the message names the file and the section and line.
-        InputError: ``meters_per_unit`` not a positive finite number (names the file and the option).
-        ValueError: an unknown ``up_axis``.
+        InputError: ``meters_per_unit`` not a positive finite number, or an unknown ``up_axis`` (names the file and
+            the option); frames x joints beyond :data:`MAX_FRAME_JOINTS`.
     """
     path = Path(path)
     if meters_per_unit is not None:
@@ -134,13 +140,16 @@ def read_bvh(
     if meters_per_unit is not None and not (math.isfinite(meters_per_unit) and meters_per_unit > 0):
         raise InputError(path, "meters_per_unit", f"must be a positive finite number, got {meters_per_unit!r}")
     if str(up_axis).upper() not in ("Y", "Z"):
-        raise ValueError(f"read_bvh: up_axis must be 'Y' or 'Z', got {up_axis!r}")
+        raise InputError(path, "up_axis", f"must be 'Y' or 'Z', got {up_axis!r}")
     y_up = str(up_axis).upper() == "Y"
 
     lines = _read_lines(path)
     joints, motion_line = _HierarchyParser(path, lines).parse()
     channel_count = _assign_columns(joints)
     frame_time, values = _parse_motion(path, lines, motion_line, channel_count)
+    if len(values) * len(joints) > MAX_FRAME_JOINTS:
+        raise InputError(path, "MOTION", f"{len(values)} frames x {len(joints)} joints (with End Sites) exceeds "
+                         f"{MAX_FRAME_JOINTS} samples: split the clip")  # fmt: skip
     _assign_end_names(joints)
 
     offsets = np.array([j.offset for j in joints])
@@ -220,10 +229,7 @@ def choose_meters_per_unit(offsets: np.ndarray, parents: np.ndarray, up_index: i
 
 
 def _read_lines(path: Path) -> list[str]:
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise InputError(path, "file", f"cannot read ({e.strerror or e})") from None
+    data = read_regular_file(path, "file")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:

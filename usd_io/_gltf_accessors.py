@@ -24,8 +24,9 @@ COMPONENT_DTYPES = {
 }
 """glTF componentType -> little-endian NumPy dtype."""
 
-MAX_ZERO_ACCESSOR_COUNT = 1 << 26
-"""Largest count accepted for an accessor without a bufferView (its data is allocated, not read)."""
+MAX_ZERO_ACCESSOR_BYTES = 1 << 29
+"""Largest decoded size [bytes, 8 per component] of an accessor without a bufferView: its data is allocated, not
+read, so its count alone would size it (512 MiB: 2^26 scalars or 2^22 MAT4s)."""
 
 _TYPE_SHAPES = {
     "SCALAR": (),
@@ -73,8 +74,10 @@ def read_accessor(doc: GltfDocument, index: int) -> np.ndarray:
     offset = doc.get_int(acc, "byteOffset", where, 0)
     view_index = doc.get_index(acc, "bufferView", where, "bufferViews", None)
     if view_index is None:
-        if count > MAX_ZERO_ACCESSOR_COUNT:
-            raise doc.error(where, f"count {count} without a bufferView is implausibly large")
+        size = count * (int(np.prod(shape)) if shape else 1) * 8
+        if size > MAX_ZERO_ACCESSOR_BYTES:
+            raise doc.error(where, f"count {count} of {type_name} without a bufferView would decode to {size} bytes "
+                            f"(more than {MAX_ZERO_ACCESSOR_BYTES})")  # fmt: skip
         raw = np.zeros((count, *shape), dtype=dtype)
     else:
         data, stride = doc.buffer_view(view_index)

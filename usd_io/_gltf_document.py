@@ -20,6 +20,7 @@ from urllib.parse import unquote
 
 import numpy as np
 
+from ._files import read_regular_file
 from ._limits import MAX_MAGNITUDE, too_large
 from .errors import InputError
 
@@ -30,6 +31,10 @@ _CHUNK_JSON = 0x4E4F534A
 _CHUNK_BIN = 0x004E4942
 _MISSING: Any = object()
 _UNSUPPORTED_EXTENSIONS = {"KHR_draco_mesh_compression", "EXT_meshopt_compression", "KHR_meshopt_compression"}
+_HARMLESS_EXTENSIONS = {"KHR_mesh_quantization", "KHR_texture_transform", "KHR_texture_basisu", "EXT_texture_webp",
+                        "EXT_texture_avif", "KHR_lights_punctual", "KHR_xmp_json_ld"}  # fmt: skip
+"""Extensions a file may require that leave what we read (nodes, skins, geometry, animation) readable as glTF 2.0
+core; ``KHR_materials_*`` too (materials are not read). KHR_mesh_quantization's integer attributes are decoded."""
 
 
 class GltfWarning(UserWarning):
@@ -49,6 +54,7 @@ class GltfDocument:
         self.json = document
         self._bin_chunk = bin_chunk
         self._buffers: dict[int, bytes] = {}
+        self._tables: dict[str, list[dict]] = {}  # top-level arrays already checked (the JSON is not edited)
         self.accessor_cache: dict[int, np.ndarray] = {}
 
     # -- loading ----------------------------------------------------------------------------------------
@@ -60,10 +66,7 @@ class GltfDocument:
             InputError: unreadable file, truncated/corrupt GLB container, invalid JSON, unsupported version.
         """
         path = Path(path)
-        try:
-            data = path.read_bytes()
-        except OSError as e:
-            raise InputError(path, "path", f"cannot read file ({e.strerror or e})") from None
+        data = read_regular_file(path, "path")
         bin_chunk = None
         if data[:4] == _GLB_MAGIC:
             text, bin_chunk = _split_glb(path, data)
@@ -89,8 +92,15 @@ class GltfDocument:
         if not version.startswith("2."):
             raise doc.error("asset.version", f"unsupported glTF version {version!r} (this reader handles 2.x)")
         required = doc.get_list(document, "extensionsRequired", "document", [])
-        for name in _UNSUPPORTED_EXTENSIONS.intersection(x for x in required if isinstance(x, str)):
-            raise doc.error("extensionsRequired", f"{name} is not supported: decompress the file first")
+        for i, name in enumerate(required):
+            if not isinstance(name, str):
+                raise doc.error(f"extensionsRequired[{i}]", f"must be a string, got {_short(name)}")
+            if name in _UNSUPPORTED_EXTENSIONS:
+                raise doc.error("extensionsRequired", f"{name} is not supported: decompress the file first")
+            if name not in _HARMLESS_EXTENSIONS and not name.startswith("KHR_materials_"):
+                # glTF 2.0 section 3.12: a loader must refuse a file requiring an extension it does not support
+                raise doc.error("extensionsRequired", f"{name} is required by the file and not supported by this "
+                                "reader (it could change what nodes, skins, meshes or animations mean)")  # fmt: skip
         return doc
 
     # -- errors -----------------------------------------------------------------------------------------
@@ -105,12 +115,15 @@ class GltfDocument:
     # -- typed field access -------------------------------------------------------------------------------
     def table(self, name: str) -> list[dict]:
         """The top-level array ``name`` (``"nodes"``, ``"accessors"``...), empty when absent."""
+        if name in self._tables:  # checked once: every index lookup asks for its table
+            return self._tables[name]
         value = self.json.get(name, [])
         if not isinstance(value, list):
             raise self.error(name, f"must be an array, got {type(value).__name__}")
         for i, item in enumerate(value):
             if not isinstance(item, dict):
                 raise self.error(f"{name}[{i}]", f"must be an object, got {type(item).__name__}")
+        self._tables[name] = value
         return value
 
     def get(self, obj: dict, key: str, where: str, kind: type | tuple[type, ...], default: Any = _MISSING) -> Any:
@@ -197,10 +210,7 @@ class GltfDocument:
                 raise self.error(f"{where}.uri", f"invalid base64 data ({e})") from None
         else:
             file = self.path.parent / unquote(uri)
-            try:
-                data = file.read_bytes()
-            except OSError as e:
-                raise self.error(f"{where}.uri", f"cannot read buffer file {str(file)!r} ({e.strerror or e})") from None
+            data = read_regular_file(file, f"{where}.uri", "buffer file", error_path=self.path, limit=length)
         if len(data) < length:
             raise self.error(where, f"byteLength is {length} but the data has only {len(data)} bytes")
         self._buffers[index] = data[:length]

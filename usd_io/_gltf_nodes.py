@@ -16,6 +16,10 @@ __all__ = ["NodeTree", "read_nodes", "trs_matrices"]
 UNIFORM_SCALE_TOLERANCE = 1e-5
 """Relative spread of scale factors (or deviation of a matrix from a scaled rotation) still taken as uniform."""
 
+MAX_NODE_DEPTH = 1000
+"""Most ancestors a node may have (character skeletons nest a few dozen deep; a rope or tail chain a few hundred).
+The importer walks each joint's ancestor chain, so its cost grows with this depth times the joint count."""
+
 SCALE_RANGE = (1e-6, 1e6)
 """Uniform node scales accepted at or above joints (a centimetre or millimetre file scales by 0.01 or 0.001; a
 scale of 1e-300 made a skeleton of zero size)."""
@@ -33,6 +37,7 @@ class NodeTree:
         rotations: rest rotations [unit quat xyzw], shape (node_count, 4).
         scales: rest scales, shape (node_count, 3).
         matrices: nodes given by ``matrix``: their local 4x4 matrix (row-major, column-vector convention).
+        depths: number of ancestors per node (0 for roots), shape (node_count,).
     """
 
     names: list[str | None]
@@ -42,6 +47,7 @@ class NodeTree:
     rotations: np.ndarray
     scales: np.ndarray
     matrices: dict[int, np.ndarray]
+    depths: np.ndarray
 
     @property
     def node_count(self) -> int:
@@ -101,7 +107,7 @@ class NodeTree:
         """
         pos = {n: k for k, n in enumerate(nodes)}
         world = np.empty_like(local)
-        for k in sorted(range(len(nodes)), key=lambda k: len(self.ancestors(nodes[k]))):  # parents first
+        for k in sorted(range(len(nodes)), key=lambda k: self.depths[nodes[k]]):  # parents first
             p = int(self.parents[nodes[k]])
             world[:, k] = local[:, k] if p < 0 else world[:, pos[p]] @ local[:, k]
         return world
@@ -184,14 +190,33 @@ def read_nodes(doc: GltfDocument) -> NodeTree:
             raise doc.error(f"{where}.rotation", "zero-length quaternion")
         q[i] = rot / norm
         s[i] = doc.get_floats(node, "scale", where, 3, [1.0, 1.0, 1.0])
-    for i in range(count):  # cycles: a walk up the parents that returns to its start
-        seen, p = {i}, int(parents[i])
-        while p >= 0:
-            if p in seen:
-                raise doc.error(f"nodes[{i}]", "the node hierarchy has a cycle")
-            seen.add(p)
+    depths = _depths(doc, parents)
+    tree = NodeTree(names, parents, children, t, q, s, matrices, depths)
+    if count and depths.max() > MAX_NODE_DEPTH:
+        deep = int(np.argmax(depths))
+        raise doc.error(f"nodes[{deep}]", f"{tree.label(deep)} has {int(depths[deep])} ancestors: node hierarchies "
+                        f"deeper than {MAX_NODE_DEPTH} are not supported")  # fmt: skip
+    return tree
+
+
+def _depths(doc: GltfDocument, parents: np.ndarray) -> np.ndarray:
+    """Ancestor count per node, in time linear in the node count; InputError on a cycle of parents."""
+    depth = np.full(len(parents), -1, dtype=np.int64)
+    on_path = np.zeros(len(parents), dtype=bool)
+    for i in range(len(parents)):
+        path, p = [], i
+        while p >= 0 and depth[p] < 0:  # up to a root or a node already measured
+            if on_path[p]:
+                raise doc.error(f"nodes[{p}]", "the node hierarchy has a cycle")
+            on_path[p] = True
+            path.append(p)
             p = int(parents[p])
-    return NodeTree(names, parents, children, t, q, s, matrices)
+        d = int(depth[p]) if p >= 0 else -1
+        for n in reversed(path):
+            d += 1
+            depth[n] = d
+            on_path[n] = False
+    return depth
 
 
 def rigid_frames(world: np.ndarray, scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -182,6 +182,8 @@ def _tf_reason(error: Exception, limit: int = 300) -> str:
 def _open_stage(path: Path):
     from pxr import Tf, Usd
 
+    if path.exists() and not path.is_file():  # USD would read a device or wait on a pipe
+        raise InputError(path, "file", "not a regular file: a folder, a device or a pipe")
     try:
         stage = Usd.Stage.Open(str(path), Usd.Stage.LoadAll)
     except Tf.ErrorException as e:
@@ -791,11 +793,22 @@ def read_usdskel(path: str | Path, *, skeleton: str | None = None) -> Asset:
             ``kinedistill:timeOrigin``, attributes declared with other types than the schema's (e.g. float2[]
             translations, float4[] rotations), blocked animation time samples, a singular geomBindTransform,
             ``metersPerUnit`` or ``timeCodesPerSecond`` outside ``[1 / MAX_MAGNITUDE, MAX_MAGNITUDE]``, clip times
-            or rates beyond ``MAX_MAGNITUDE`` (the message names file and prim/attribute).
+            or rates beyond ``MAX_MAGNITUDE`` (the message names file and prim/attribute); corrupt data that
+            USD reads lazily (a damaged .usdc opens, then fails on the first value it decompresses: field ``file``).
     """
-    from pxr import Usd, UsdGeom, UsdSkel
+    from pxr import Tf
 
     path = Path(path)
+    try:
+        return _read_usdskel(path, skeleton)
+    except Tf.ErrorException as e:
+        raise InputError(path, "file", f"corrupt data ({_tf_reason(e)})") from None
+
+
+def _read_usdskel(path: Path, skeleton: str | None) -> Asset:
+    """:func:`read_usdskel` of ``path``, letting USD's own read errors (``Tf.ErrorException``) through."""
+    from pxr import Usd, UsdGeom, UsdSkel
+
     stage = _open_stage(path)
     skel_prim, root_prim = _find_skeleton(stage, path, skeleton)
     where = str(skel_prim.GetPath())

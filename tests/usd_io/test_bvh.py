@@ -278,8 +278,8 @@ def test_bad_arguments(tmp_path):
     path = write(tmp_path, bvh_text(joint("Hips", [0, 0, 0], "Zrotation"), np.zeros((1, 1))))
     with pytest.raises(InputError, match=rf"^{re.escape(str(path))}: meters_per_unit: .*got 0.0"):
         read_bvh(path, meters_per_unit=0.0)  # names the file (the convert CLI printed the bare option)
-    with pytest.raises(ValueError, match="up_axis"):
-        read_bvh(path, up_axis="X")
+    with pytest.raises(InputError, match=rf"^{re.escape(str(path))}: up_axis: must be 'Y' or 'Z', got 'X'"):
+        read_bvh(path, up_axis="X")  # was a bare ValueError without the file
 
 
 # -- malformed files -------------------------------------------------------------------------------------------
