@@ -7,7 +7,10 @@ from pathlib import Path
 
 from .errors import InputError
 
-__all__ = ["read_regular_file"]
+__all__ = ["NOT_REGULAR", "read_regular_file"]
+
+NOT_REGULAR = "not a regular file: a folder, a device or a pipe"
+"""Why a path that exists is not read."""
 
 
 def read_regular_file(path: Path, field: str, what: str = "file", *, error_path: Path | None = None,
@@ -32,7 +35,7 @@ def read_regular_file(path: Path, field: str, what: str = "file", *, error_path:
         if not path.exists():
             reason = "no such file"
         elif not path.is_file():
-            reason = "not a regular file: a folder, a device or a pipe"
+            reason = NOT_REGULAR
         else:
             with path.open("rb") as f:
                 return f.read() if limit is None else f.read(limit)

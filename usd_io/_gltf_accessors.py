@@ -8,6 +8,8 @@ accessors without a bufferView (all zeros).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ._gltf_document import GltfDocument
@@ -74,7 +76,7 @@ def read_accessor(doc: GltfDocument, index: int) -> np.ndarray:
     offset = doc.get_int(acc, "byteOffset", where, 0)
     view_index = doc.get_index(acc, "bufferView", where, "bufferViews", None)
     if view_index is None:
-        size = count * (int(np.prod(shape)) if shape else 1) * 8
+        size = count * math.prod(shape) * 8
         if size > MAX_ZERO_ACCESSOR_BYTES:
             raise doc.error(where, f"count {count} of {type_name} without a bufferView would decode to {size} bytes "
                             f"(more than {MAX_ZERO_ACCESSOR_BYTES})")  # fmt: skip

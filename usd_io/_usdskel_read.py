@@ -25,6 +25,7 @@ from sim import Motion, Rig, RigError, SkinnedMesh
 from sim.rig import WEIGHT_SUM_TOLERANCE, RigWarning
 from sim.rotations import axis_angle_to_quat, matrix_to_quat, quat_multiply, quat_rotate, transform_matrix
 
+from ._files import NOT_REGULAR
 from ._limits import MAX_MAGNITUDE, not_affine, too_large
 from ._usd_names import unique_identifiers
 from .asset import Asset
@@ -183,7 +184,7 @@ def _open_stage(path: Path):
     from pxr import Tf, Usd
 
     if path.exists() and not path.is_file():  # USD would read a device or wait on a pipe
-        raise InputError(path, "file", "not a regular file: a folder, a device or a pipe")
+        raise InputError(path, "file", NOT_REGULAR)
     try:
         stage = Usd.Stage.Open(str(path), Usd.Stage.LoadAll)
     except Tf.ErrorException as e:

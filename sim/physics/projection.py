@@ -395,9 +395,8 @@ def project(
     stepped = n if blowup is not None else n - 1  # frames simulated, as track counts them (a blown-up one too)
     assist = None
     if tracking.root_assist is not None and tracking.root_assist.enabled:
-        # the assist sums cover the committed windows: all frames, or those before the window that blew up
-        assist_frames = best.f0 if blowup is not None else stepped
-        assist = root_assist_report(character, best.assist_sum, best.assist_max, assist_frames * substeps)
+        # the assist sums cover the committed windows' frames: all of them, or those before the window that blew up
+        assist = root_assist_report(character, best.assist_sum, best.assist_max, best.f0 * substeps)
     motion = character.motion_from_bodies(pos, rot, ref.fps, name=ref.motion.name) if n else ref.motion.slice(0, 1)
     return TrackingResult(
         motion=motion,

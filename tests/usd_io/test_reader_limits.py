@@ -121,7 +121,8 @@ def test_corrupt_usdc_data_is_an_input_error(tmp_path):
 # -- sizes ----------------------------------------------------------------------------------------------------------
 def test_bvh_frames_times_joints_is_bounded(tmp_path, monkeypatch):
     """Joints and End Sites without channels cost no bytes per frame: 7000 one-number rows and 5000 such joints (a
-    200 kB file) asked for 2 GB. The limit is lowered here to keep the test small; 3 joints x 10 frames = 30."""
+    200 kB file) would need 2 GB (56 bytes per frame and joint). The limit is lowered here to keep the test small;
+    3 joints x 10 frames = 30."""
     monkeypatch.setattr(bvh_module, "MAX_FRAME_JOINTS", 30)
     assert len(read_bvh(_bvh(tmp_path, 10), meters_per_unit=1.0).clip().rotations) == 10
     with pytest.raises(InputError) as err:
@@ -131,8 +132,8 @@ def test_bvh_frames_times_joints_is_bounded(tmp_path, monkeypatch):
 
 
 def test_a_bufferless_accessor_is_bounded_in_bytes_not_elements(tmp_path):
-    """The old limit counted elements (2^26): that many MAT4s without a bufferView decoded to 8.6 GB of float64. The
-    limit is now 512 MiB decoded: 2^22 MAT4s, one more is refused."""
+    """The old limit counted elements (2^26): that many MAT4s without a bufferView would decode to 8.6 GB of
+    float64. The limit is now 512 MiB decoded: 2^22 MAT4s, one more is refused."""
     b = B.minimal_skin()
     b.doc["accessors"].append({"componentType": B.FLOAT, "count": (1 << 22) + 1, "type": "MAT4"})
     b.doc["skins"][0]["inverseBindMatrices"] = len(b.doc["accessors"]) - 1
@@ -155,7 +156,7 @@ def _chain(tmp_path: Path, depth: int) -> Path:
 
 
 def test_node_hierarchies_deeper_than_the_limit_are_refused(tmp_path):
-    """Each joint's ancestor chain is walked: a 4000-deep chain took 7.9 s, quadratic in its depth."""
+    """Each joint's ancestor chain is walked: a 4000-deep chain took 2.5 s, quadratic in its depth."""
     from usd_io._gltf_nodes import MAX_NODE_DEPTH
 
     asset = read_gltf(_chain(tmp_path, MAX_NODE_DEPTH))
